@@ -1,0 +1,79 @@
+# libgdn build. `make run`: the main job; `make test`: the whole suite; `make sanitize`: the suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer. CUDA sources are compiled for sm_90 when nvcc is found
+# (GDN_CUDA=0 turns that off).
+
+BUILD   ?= build
+CC      ?= gcc
+SAN     ?= 0
+CFLAGS_BASE = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -pthread \
+              -Iinclude -Isrc -MMD -MP
+ifeq ($(SAN),1)
+CFLAGS_BASE += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS_SAN = -fsanitize=address,undefined
+endif
+CFLAGS ?=
+ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
+LDLIBS = -lm -pthread $(LDFLAGS_SAN)
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CU_SRC  = $(wildcard src/cuda/*.cu)
+GDN_CUDA ?= $(if $(and $(NVCC),$(CU_SRC)),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+             --fmad=false -Xptxas -v -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings \
+             -Iinclude -Isrc
+
+LIB_SRC = src/gdn.c src/router.c src/ref/ref.c src/cpu/pool.c src/cpu/cpu_features.c \
+          src/cpu/delta_portable.c src/cpu/delta_avx2.c
+ifeq ($(GDN_CUDA),1)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+else
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/cuda/cuda_absent.o
+endif
+
+TEST_SRC = $(wildcard tests/*.c)
+TOOL_SRC = tools/gdn.c
+
+.PHONY: all lib run test sanitize bench clean
+all: $(BUILD)/gdn $(BUILD)/test_gdn
+
+lib: $(BUILD)/libgdn.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# one ISA per file: only the AVX2 kernel gets the AVX2 flags
+$(BUILD)/src/cpu/delta_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+
+$(BUILD)/%.cu.o: %.cu src/gdn_internal.h src/common/gdn_math.h include/gdn.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@ 2> $(@:.o=.ptxas.log) || { cat $(@:.o=.ptxas.log); exit 1; }
+
+$(BUILD)/libgdn.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/gdn: $(TOOL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libgdn.a
+	$(CC) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_gdn: $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libgdn.a
+	$(CC) $^ -o $@ $(LDLIBS)
+
+run: $(BUILD)/gdn
+	./$(BUILD)/gdn run
+
+test: $(BUILD)/test_gdn
+	./$(BUILD)/test_gdn
+
+sanitize:
+	$(MAKE) BUILD=build/san SAN=1 GDN_CUDA=0 test
+
+bench: $(BUILD)/gdn
+	./$(BUILD)/gdn bench
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

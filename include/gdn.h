@@ -1,0 +1,130 @@
+/* libgdn — the Gated DeltaNet recurrence on CPU and NVIDIA GPU, with one arithmetic everywhere.
+ *
+ * The one public header. C11, usable from C++ (extern "C").
+ *
+ * Operation (per sequence b, value head h; key head hk = h / (Hv / Hk); state S is Dk x Dv, f32):
+ *
+ *     kv_j = sum_i S[i][j] k_i                      (vector gate: sum_i S[i][j] (g_i k_i))
+ *     d_j  = (v_j - g * kv_j) * beta                (vector gate: (v_j - kv_j) * beta)
+ *     S[i][j] <- fma(g, S[i][j], k_i * d_j)         (vector gate: g_i in place of g)
+ *     y_j  = scale * sum_i S[i][j] q_i
+ *
+ * for each token t of the window in order. Every sum is the 32-lane tree of docs/CONTRACT.md, so every
+ * f32 kernel on every backend returns the same bits (docs/CONTRACT.md is the definition).
+ *
+ * Tensors are dense, row-major (last index fastest), with these shapes:
+ *     q, k          [B, T, Hk, Dk]       dtype `dtype`
+ *     v, y          [B, T, Hv, Dv]       dtype `dtype`
+ *     gate          GDN_GATE_DECAY, GDN_GATE_LOG_DECAY, GDN_GATE_RAW: [B, T, Hv] f32
+ *                   GDN_GATE_VECTOR: [B, T, Hv, Dk] f32 (a decay per key row)
+ *     A_log, dt_bias [Hv] f32 (GDN_GATE_RAW only)
+ *     beta          [B, T, Hv] f32
+ *     mask          [B, T] uint8 (nonzero: token is real) or NULL
+ *     state_in/out  [B, Hv, Dv, Dk] (GDN_STATE_VK) or [B, Hv, Dk, Dv] (GDN_STATE_KV), f32
+ *
+ * Ownership: the library never keeps a pointer after a call returns and never frees caller memory.
+ * Errors: every call returns a gdn_status; on any error nothing is written. Nothing aborts or prints.
+ */
+#ifndef GDN_H
+#define GDN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GDN_VERSION_MAJOR 0
+#define GDN_VERSION_MINOR 1
+
+typedef enum gdn_status {
+    GDN_OK = 0,
+    GDN_ERR_NULL_POINTER,   /* a required pointer is NULL */
+    GDN_ERR_BAD_SIZE,       /* a size is zero, negative, or the tensor is too large to address */
+    GDN_ERR_HEAD_RATIO,     /* Hv is not a multiple of Hk */
+    GDN_ERR_BAD_ENUM,       /* an enum field holds an unknown value */
+    GDN_ERR_OVERLAP,        /* an output overlaps an input or another output it must not overlap */
+    GDN_ERR_UNKNOWN_KERNEL, /* the kernel named in `kernel` does not exist */
+    GDN_ERR_INELIGIBLE,     /* the kernel named in `kernel` cannot run these arguments on this machine */
+    GDN_ERR_NO_DEVICE,      /* GDN_BACKEND_CUDA asked for, but no CUDA device (or no CUDA build) */
+    GDN_ERR_DEVICE,         /* the CUDA runtime reported an error */
+    GDN_ERR_OUT_OF_MEMORY   /* a workspace could not be allocated */
+} gdn_status;
+
+/* Element type of q, k, v and y. Inputs convert exactly to f32; y is rounded to nearest even. */
+typedef enum gdn_dtype { GDN_F32 = 0, GDN_F16 = 1, GDN_BF16 = 2 } gdn_dtype;
+
+typedef enum gdn_gate_kind {
+    GDN_GATE_DECAY = 0,     /* g = gate[b,t,h] */
+    GDN_GATE_LOG_DECAY = 1, /* g = exp(gate[b,t,h]) */
+    GDN_GATE_VECTOR = 2,    /* g_i = gate[b,t,h,i], one decay per key row */
+    GDN_GATE_RAW = 3        /* g = exp(-exp(A_log[h]) * softplus(gate[b,t,h] + dt_bias[h])), softplus threshold 20 */
+} gdn_gate_kind;
+
+typedef enum gdn_beta_kind {
+    GDN_BETA_DIRECT = 0, /* beta = beta[b,t,h] */
+    GDN_BETA_LOGIT = 1   /* beta = sigmoid(beta[b,t,h]) */
+} gdn_beta_kind;
+
+typedef enum gdn_state_layout {
+    GDN_STATE_VK = 0, /* [B, Hv, Dv, Dk]: each value column's Dk keys contiguous (mlx-lm, ggml) */
+    GDN_STATE_KV = 1  /* [B, Hv, Dk, Dv]: each key row's Dv values contiguous (flash-linear-attention) */
+} gdn_state_layout;
+
+typedef enum gdn_backend {
+    GDN_BACKEND_CPU = 0, /* every pointer is host memory */
+    GDN_BACKEND_CUDA = 1 /* every pointer is device memory of the current CUDA device; runs on `cuda_stream` */
+} gdn_backend;
+
+/* The arguments of one call. Zero-initialize, then fill in: fields left zero take their documented default. */
+typedef struct gdn_delta_args {
+    int64_t B, T, Hk, Hv, Dk, Dv; /* all >= 1; Hv % Hk == 0 */
+    gdn_dtype dtype;              /* of q, k, v, y */
+    const void *q, *k, *v;
+    void *y;
+    gdn_gate_kind gate_kind;
+    const float *gate;
+    const float *A_log, *dt_bias; /* GDN_GATE_RAW only; ignored otherwise */
+    gdn_beta_kind beta_kind;
+    const float *beta;
+    const uint8_t *mask;          /* NULL: every token is real. A masked token leaves S as is and writes y = 0 */
+    gdn_state_layout state_layout;
+    const float *state_in;        /* NULL: start from S = 0 */
+    float *state_out;             /* NULL: the final state is not written. May equal state_in (in place) */
+    float scale;                  /* multiplies the readout; 0 is taken literally (use 1 for none) */
+    gdn_backend backend;
+    void *cuda_stream;            /* cudaStream_t for GDN_BACKEND_CUDA; NULL is the default stream */
+    const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name() */
+    int threads;                  /* CPU: at most this many threads; 0: the whole pool */
+} gdn_delta_args;
+
+/* Runs the recurrence over the window. CPU calls return when done; CUDA calls are asynchronous on the
+ * stream (arguments are validated, and launch errors reported, before returning). */
+gdn_status gdn_delta(const gdn_delta_args *args);
+
+/* The kernel the router would choose for these arguments on this machine (a static string), or an error
+ * status for arguments that gdn_delta would reject. Pure: depends on the arguments, the hardware, and
+ * GDN_PACKED (read once). */
+gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name);
+
+/* The registered kernels, in routing order: index 0 .. gdn_kernel_count() - 1. */
+int gdn_kernel_count(void);
+const char *gdn_kernel_name(int index);
+gdn_backend gdn_kernel_backend(int index);
+/* 1 if the kernel can run these arguments on this machine, else 0. */
+int gdn_kernel_eligible(int index, const gdn_delta_args *args);
+
+/* A short English sentence for a status. Never NULL. */
+const char *gdn_status_str(gdn_status status);
+
+/* Number of threads in the CPU pool: GDN_THREADS if set (read once), else the number of online cores. */
+int gdn_cpu_threads(void);
+
+/* Number of CUDA devices usable by this build (0 without CUDA support or without a device). */
+int gdn_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

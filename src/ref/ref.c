@@ -1,0 +1,145 @@
+/* The contract in code: `ref` (scalar f32, docs/CONTRACT.md line by line) and the float64 oracle. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "gdn_internal.h"
+
+/* Per-thread scratch of ref: the state of one (b, h) as Dv columns of Dk keys, and one token's vectors. */
+typedef struct ref_scratch {
+    float *S;            /* [Dv][Dk] */
+    float *q, *k, *gk;   /* [Dk]: q, k and (vector gate) g_i k_i */
+    const float *g_vec;  /* [Dk] row of the vector gate, points into the input */
+    float *v;            /* [Dv] */
+} ref_scratch;
+
+typedef struct ref_job {
+    const gdn__problem *p;
+    ref_scratch *scratch; /* one per worker */
+} ref_job;
+
+/* One (b, h): the window's tokens in order, every column j through the contract's steps. */
+static void ref_head(void *ctx, int64_t item, int worker) {
+    const ref_job *job = ctx;
+    const gdn_delta_args *a = &job->p->a;
+    ref_scratch *w = &job->scratch[worker];
+    const int64_t b = item / a->Hv, h = item % a->Hv, hk = h / job->p->group, Dk = a->Dk, Dv = a->Dv;
+
+    for (int64_t j = 0; j < Dv; ++j)
+        for (int64_t i = 0; i < Dk; ++i)
+            w->S[j * Dk + i] = a->state_in ? a->state_in[gdn__state_index(a, b, h, i, j)] : 0.0f;
+
+    for (int64_t t = 0; t < a->T; ++t) {
+        const int64_t y_row = ((b * a->T + t) * a->Hv + h) * Dv;
+        if (!gdn__token_live(a, b, t)) {
+            for (int64_t j = 0; j < Dv; ++j) gdn__store(a->y, a->dtype, y_row + j, 0.0f);
+            continue;
+        }
+        const int64_t qk_row = ((b * a->T + t) * a->Hk + hk) * Dk;
+        gdn__load_row(w->q, a->q, a->dtype, qk_row, Dk);
+        gdn__load_row(w->k, a->k, a->dtype, qk_row, Dk);
+        gdn__load_row(w->v, a->v, a->dtype, y_row, Dv);
+        const float beta = gdn__beta(a, b, t, h);
+        const int vector_gate = a->gate_kind == GDN_GATE_VECTOR;
+        float g = 0.0f;
+        if (vector_gate) {
+            w->g_vec = a->gate + ((b * a->T + t) * a->Hv + h) * Dk;
+            for (int64_t i = 0; i < Dk; ++i) w->gk[i] = w->g_vec[i] * w->k[i];
+        } else {
+            g = gdn__scalar_gate(a, b, t, h);
+        }
+        for (int64_t j = 0; j < Dv; ++j) {
+            float *col = w->S + j * Dk;
+            /* kv_j = tree(S[:,j] . k) (vector gate: . g k); d_j = (v_j - g kv_j) beta (vector: (v_j - kv_j) beta) */
+            const float kv = gdn__tree_dot(col, vector_gate ? w->gk : w->k, Dk);
+            const float delta = vector_gate ? (w->v[j] - kv) * beta : (w->v[j] - g * kv) * beta;
+            /* S[i][j] = fma(g, S[i][j], k_i d_j) (vector: g_i) */
+            for (int64_t i = 0; i < Dk; ++i) col[i] = fmaf(vector_gate ? w->g_vec[i] : g, col[i], w->k[i] * delta);
+            /* y_j = tree(S[:,j] . q) * scale */
+            gdn__store(a->y, a->dtype, y_row + j, gdn__tree_dot(col, w->q, Dk) * a->scale);
+        }
+    }
+    if (a->state_out)
+        for (int64_t j = 0; j < Dv; ++j)
+            for (int64_t i = 0; i < Dk; ++i) a->state_out[gdn__state_index(a, b, h, i, j)] = w->S[j * Dk + i];
+}
+
+gdn_status gdn__delta_ref(const gdn__problem *p) {
+    const int64_t Dk = p->a.Dk, Dv = p->a.Dv;
+    const int workers = p->threads;
+    ref_scratch *scratch = calloc((size_t)workers, sizeof *scratch);
+    float *arena = scratch ? malloc(sizeof(float) * (size_t)workers * (size_t)(Dk * Dv + 3 * Dk + Dv)) : NULL;
+    if (!arena) {
+        free(scratch);
+        return GDN_ERR_OUT_OF_MEMORY;
+    }
+    for (int w = 0; w < workers; ++w) {
+        float *base = arena + (size_t)w * (size_t)(Dk * Dv + 3 * Dk + Dv);
+        scratch[w] = (ref_scratch){base, base + Dk * Dv, base + Dk * Dv + Dk, base + Dk * Dv + 2 * Dk, NULL,
+                                   base + Dk * Dv + 3 * Dk};
+    }
+    ref_job job = {p, scratch};
+    gdn__parallel_for(p->a.B * p->a.Hv, workers, ref_head, &job);
+    free(arena);
+    free(scratch);
+    return GDN_OK;
+}
+
+/* ---- float64 oracle: the same recurrence with plain sums in double and libm's functions ---- */
+
+static double oracle_gate(const gdn_delta_args *a, int64_t b, int64_t t, int64_t h) {
+    double x = a->gate[(b * a->T + t) * a->Hv + h];
+    switch (a->gate_kind) {
+    case GDN_GATE_LOG_DECAY: return exp(x);
+    case GDN_GATE_RAW: {
+        double z = x + (double)a->dt_bias[h];
+        double softplus = z > 20.0 ? z : log1p(exp(z));
+        return exp(-exp((double)a->A_log[h]) * softplus);
+    }
+    default: return x;
+    }
+}
+
+gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out) {
+    const gdn_delta_args *a = &p->a;
+    const int64_t Dk = a->Dk, Dv = a->Dv;
+    double *S = malloc(sizeof(double) * (size_t)(Dk * Dv + 3 * Dk));
+    if (!S) return GDN_ERR_OUT_OF_MEMORY;
+    double *q = S + Dk * Dv, *k = q + Dk, *g_vec = k + Dk;
+    for (int64_t b = 0; b < a->B; ++b)
+        for (int64_t h = 0; h < a->Hv; ++h) {
+            const int64_t hk = h / p->group;
+            for (int64_t j = 0; j < Dv; ++j)
+                for (int64_t i = 0; i < Dk; ++i)
+                    S[j * Dk + i] = a->state_in ? a->state_in[gdn__state_index(a, b, h, i, j)] : 0.0;
+            for (int64_t t = 0; t < a->T; ++t) {
+                const int64_t y_row = ((b * a->T + t) * a->Hv + h) * Dv;
+                if (!gdn__token_live(a, b, t)) {
+                    for (int64_t j = 0; j < Dv; ++j) y[y_row + j] = 0.0;
+                    continue;
+                }
+                const int64_t qk_row = ((b * a->T + t) * a->Hk + hk) * Dk;
+                for (int64_t i = 0; i < Dk; ++i) {
+                    q[i] = gdn__load(a->q, a->dtype, qk_row + i);
+                    k[i] = gdn__load(a->k, a->dtype, qk_row + i);
+                    g_vec[i] = a->gate_kind == GDN_GATE_VECTOR ? a->gate[((b * a->T + t) * a->Hv + h) * Dk + i]
+                                                               : oracle_gate(a, b, t, h);
+                }
+                double beta = a->beta[(b * a->T + t) * a->Hv + h];
+                if (a->beta_kind == GDN_BETA_LOGIT) beta = 1.0 / (1.0 + exp(-beta));
+                for (int64_t j = 0; j < Dv; ++j) {
+                    double *col = S + j * Dk, kv = 0.0, o = 0.0;
+                    /* decay after: kv uses g S, then S = g S + k d */
+                    for (int64_t i = 0; i < Dk; ++i) kv += g_vec[i] * col[i] * k[i];
+                    const double delta = ((double)gdn__load(a->v, a->dtype, y_row + j) - kv) * beta;
+                    for (int64_t i = 0; i < Dk; ++i) col[i] = g_vec[i] * col[i] + k[i] * delta;
+                    for (int64_t i = 0; i < Dk; ++i) o += col[i] * q[i];
+                    y[y_row + j] = o * (double)a->scale;
+                }
+            }
+            if (state_out)
+                for (int64_t j = 0; j < Dv; ++j)
+                    for (int64_t i = 0; i < Dk; ++i) state_out[gdn__state_index(a, b, h, i, j)] = S[j * Dk + i];
+        }
+    free(S);
+    return GDN_OK;
+}

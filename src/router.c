@@ -1,0 +1,46 @@
+/* The routing table: an ordered list of (eligible?, kernel); the first eligible entry of the call's backend
+ * wins. Eligibility depends on the arguments and the hardware only, so routing is a pure function of them
+ * (and of GDN_PACKED, read once). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn_internal.h"
+
+static int packed_enabled_value = 1;
+static pthread_once_t packed_once = PTHREAD_ONCE_INIT;
+
+static void read_packed_switch(void) {
+    const char *s = getenv("GDN_PACKED");
+    packed_enabled_value = !(s && strcmp(s, "0") == 0);
+}
+
+int gdn__packed_enabled(void) {
+    pthread_once(&packed_once, read_packed_switch);
+    return packed_enabled_value;
+}
+
+static int always(const gdn__problem *p) { return p != NULL; }
+
+/* The AVX2 kernel keeps a block of columns' state on the stack: Dk up to 512. */
+static int packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= 512 && gdn__cpu_has_avx2_fma(); }
+static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
+
+const gdn__kernel gdn__kernels[] = {
+    {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, gdn__delta_cuda_decode},
+    {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, gdn__delta_cuda_packed},
+    {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, gdn__delta_cuda_generic},
+    {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, gdn__delta_packed_avx2},
+    {"portable", GDN_BACKEND_CPU, 0, portable_eligible, gdn__delta_portable},
+    {"ref", GDN_BACKEND_CPU, 0, always, gdn__delta_ref},
+};
+const int gdn__kernel_total = (int)(sizeof gdn__kernels / sizeof gdn__kernels[0]);
+
+const gdn__kernel *gdn__route(const gdn__problem *p) {
+    for (int i = 0; i < gdn__kernel_total; ++i) {
+        const gdn__kernel *kn = &gdn__kernels[i];
+        if (kn->backend != p->a.backend || (kn->packed && !gdn__packed_enabled())) continue;
+        if (kn->eligible(p)) return kn;
+    }
+    return NULL;
+}
