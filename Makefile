@@ -33,7 +33,7 @@ LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/cuda/cuda_absent.o
 endif
 
 TEST_SRC = $(wildcard tests/*.c)
-TOOL_SRC = tools/gdn.c
+TOOL_SRC = $(wildcard tools/*.c)
 
 .PHONY: all lib run test sanitize bench clean
 all: $(BUILD)/gdn $(BUILD)/test_gdn
@@ -46,6 +46,11 @@ $(BUILD)/%.o: %.c
 
 # one ISA per file: only the AVX2 kernel gets the AVX2 flags
 $(BUILD)/src/cpu/delta_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+# the CLI: the FMA-peak microbenchmark is AVX2; the CUDA side sees the CUDA runtime header in a CUDA build
+$(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+ifeq ($(GDN_CUDA),1)
+$(BUILD)/tools/gdn_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
+endif
 
 $(BUILD)/%.cu.o: %.cu src/gdn_internal.h src/common/gdn_math.h include/gdn.h
 	@mkdir -p $(dir $@)

@@ -1,0 +1,270 @@
+/* `gdn bench`: prefill (B=1, T in {1, 7, 64, 257, 2048, 8192}) and decode (T=1, B in {1, 8, 64, 256}) at the
+ * Qwen3.6 head shape, every fast kernel (ref too where it is quick), against the machine's floors measured in
+ * the same run. Each call takes the next slot of a pool of cases (inputs, y and state) whose total is 4x the
+ * last-level cache, so a decode figure is a memory figure, not a cache figure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn_internal.h"
+#include "gdn_tool.h"
+
+enum { HK = 16, HV = 32, D = 128, MAX_SLOTS = 256, MAX_KERNELS = 32 };
+#define REF_CHECK_TOKENS 2048 /* bitwise check against ref when B*T is at most this (ref is slow) */
+#define REF_TIME_TOKENS 256   /* ref is also timed when B*T is at most this */
+
+typedef struct bench_opts {
+    int json, quick, reps;
+    const char *kernel;
+    gdn_dtype dtype;
+} bench_opts;
+
+typedef struct bench_floor {
+    double cpu_gflops, cpu_gbps, gpu_gflops, gpu_gbps;
+} bench_floor;
+
+/* One result line. */
+typedef struct bench_row {
+    const char *kernel;
+    gdn_backend backend;
+    double ms_median, ms_min;
+    int reps, slots;
+    int equal; /* 1, 0, or -1: not checked */
+} bench_row;
+
+static size_t slot_bytes(const tool_case *c) {
+    return 2 * c->qk_bytes + 2 * c->v_bytes + c->gate_bytes + c->beta_bytes + c->state_bytes;
+}
+
+/* Times `reps` in-place calls of CPU kernel `name`, one slot after another, after a warm-up rotation. */
+static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int reps, bench_row *row) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    if (!t) return GDN_ERR_OUT_OF_MEMORY;
+    gdn_status st = GDN_OK;
+    for (int i = -n_slots; i < reps && st == GDN_OK; ++i) {
+        tool_case *c = &slots[(i + n_slots) % n_slots];
+        gdn_delta_args a = c->a;
+        a.kernel = name;
+        a.state_in = a.state_out = c->state;
+        const double t0 = tool_now();
+        st = gdn_delta(&a);
+        if (i >= 0) t[i] = tool_now() - t0;
+    }
+    if (st == GDN_OK) {
+        row->ms_median = tool_median(t, reps) * 1e3;
+        row->ms_min = t[0] * 1e3; /* t is sorted now */
+        row->reps = reps;
+        row->slots = n_slots;
+    }
+    free(t);
+    return st;
+}
+
+/* Reps for a call that took `sec` once: about a second of timing (a fifth with --quick), at least 3. */
+static int auto_reps(const bench_opts *o, double sec) {
+    if (o->reps > 0) return o->reps;
+    const double budget = o->quick ? 0.2 : 1.0;
+    const double n = sec > 0.0 ? budget / sec : 200.0;
+    return n < 3.0 ? 3 : n > 200.0 ? 200 : (int)n;
+}
+
+static void emit(const bench_opts *o, const char *mode, const tool_case *c, const bench_row *r, const bench_floor *fl) {
+    const gdn_delta_args *a = &c->a;
+    const double flops = tool_case_flops(a), bytes = tool_case_bytes(a), sec = r->ms_median * 1e-3;
+    const int gpu = r->backend == GDN_BACKEND_CUDA;
+    const double peak_gflops = gpu ? fl->gpu_gflops : fl->cpu_gflops, peak_gbps = gpu ? fl->gpu_gbps : fl->cpu_gbps;
+    const double gflops = flops / sec * 1e-9, gbps = bytes / sec * 1e-9;
+    /* the floor: the larger of the flop time at the FMA peak and the byte time at the copy bandwidth */
+    const double floor_ms = 1e3 * (flops / (peak_gflops * 1e9) > bytes / (peak_gbps * 1e9) ? flops / (peak_gflops * 1e9)
+                                                                                            : bytes / (peak_gbps * 1e9));
+    const char *eq = r->equal < 0 ? "null" : r->equal ? "true" : "false";
+    if (o->json) {
+        printf("{\"backend\":\"%s\",\"kernel\":\"%s\",\"mode\":\"%s\",\"B\":%lld,\"T\":%lld,\"Hk\":%lld,\"Hv\":%lld,"
+               "\"Dk\":%lld,\"Dv\":%lld,\"dtype\":\"%s\",\"threads\":%d,\"ms_median\":%.6g,\"ms_min\":%.6g,\"reps\":%d,"
+               "\"pool_slots\":%d,\"pool_mb\":%.1f,\"gflops\":%.6g,\"gbps\":%.6g,\"peak_gflops\":%.6g,\"peak_gbps\":%.6g,"
+               "\"pct_peak_gflops\":%.2f,\"pct_peak_gbps\":%.2f,\"floor_ms\":%.6g,\"bitwise_equal_ref\":%s,\"device\":\"%s\"}\n",
+               gpu ? "cuda" : "cpu", r->kernel, mode, (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
+               (long long)a->Dk, (long long)a->Dv, tool_dtype_name(a->dtype), gpu ? 1 : gdn_cpu_threads(), r->ms_median,
+               r->ms_min, r->reps, r->slots, (double)r->slots * (double)slot_bytes(c) / 1048576.0, gflops, gbps, peak_gflops,
+               peak_gbps, 100.0 * gflops / peak_gflops, 100.0 * gbps / peak_gbps, floor_ms, eq,
+               gpu ? tool_cuda_device_name() : tool_cpu_model());
+    } else {
+        printf("%-7s %4lld %5lld  %-13s %-4s %10.3f %9.1f %6.1f%% %8.1f %6.1f%% %9.3f %6.2fx  %-5s %4d\n", mode,
+               (long long)a->B, (long long)a->T, r->kernel, gpu ? "cuda" : "cpu", r->ms_median, gflops, 100.0 * gflops / peak_gflops,
+               gbps, 100.0 * gbps / peak_gbps, floor_ms, r->ms_median / floor_ms, r->equal < 0 ? "-" : r->equal ? "yes" : "NO",
+               r->slots);
+    }
+    fflush(stdout);
+}
+
+/* One shape: a pool of slots, ref's outputs on slot 0, every selected kernel checked then timed. Returns the
+ * number of kernels that differ from ref or failed. */
+static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t T, const bench_floor *fl, uint64_t seed) {
+    const tool_spec sp = {.B = B, .T = T, .Hk = HK, .Hv = HV, .Dk = D, .Dv = D, .dtype = o->dtype,
+                          .gate_kind = GDN_GATE_RAW, .beta_kind = GDN_BETA_LOGIT};
+    tool_case *slots = calloc(MAX_SLOTS, sizeof *slots);
+    int n_slots = 0, failures = 0;
+    void *y_ref = NULL, *y = NULL;
+    float *s_ref = NULL, *s = NULL;
+    if (!slots || !tool_case_init(&slots[0], &sp, seed)) goto oom;
+    n_slots = 1;
+    const size_t per_slot = slot_bytes(&slots[0]), want = (4 * tool_llc_bytes() + per_slot - 1) / per_slot;
+    const int target = want < 1 ? 1 : want > MAX_SLOTS ? MAX_SLOTS : (int)want;
+    fprintf(stderr, "[bench] %s B=%lld T=%lld: pool of %d slots (%.0f MiB)\n", mode, (long long)B, (long long)T, target,
+            (double)target * (double)per_slot / 1048576.0);
+    for (; n_slots < target; ++n_slots)
+        if (!tool_case_init(&slots[n_slots], &sp, seed + (uint64_t)n_slots)) goto oom;
+    y_ref = malloc(slots[0].v_bytes);
+    y = malloc(slots[0].v_bytes);
+    s_ref = malloc(slots[0].state_bytes);
+    s = malloc(slots[0].state_bytes);
+    if (!y_ref || !y || !s_ref || !s) goto oom;
+
+    const int checkable = B * T <= REF_CHECK_TOKENS;
+    double ref_sec = 0.0;
+    if (checkable) {
+        const gdn_status st = tool_cpu_call(&slots[0], "ref", y_ref, s_ref, &ref_sec);
+        if (st != GDN_OK) {
+            fprintf(stderr, "[bench] ref failed: %s\n", gdn_status_str(st));
+            failures++;
+            goto done;
+        }
+    }
+
+    /* checks (and the CUDA runs) first, on the pristine slot 0; then the CPU timings, which write the slots */
+    bench_row rows[MAX_KERNELS];
+    int n_rows = 0;
+    double first_sec[MAX_KERNELS];
+    for (int i = 0; i < gdn_kernel_count() && n_rows < MAX_KERNELS; ++i) {
+        const char *name = gdn_kernel_name(i);
+        const gdn_backend be = gdn_kernel_backend(i);
+        const int is_ref = strcmp(name, "ref") == 0;
+        if (o->kernel ? strcmp(o->kernel, name) != 0 : is_ref && B * T > REF_TIME_TOKENS) continue;
+        bench_row *r = &rows[n_rows];
+        *r = (bench_row){name, be, 0.0, 0.0, 0, 0, -1};
+        gdn_status st;
+        if (be == GDN_BACKEND_CUDA) {
+            if (tool_cuda_devices() == 0) continue;
+            st = tool_cuda_run(&slots[0], name, o->reps > 0 ? o->reps : o->quick ? 5 : 20, y, s, &r->ms_median, &r->slots);
+            r->ms_min = r->ms_median;
+            r->reps = o->reps > 0 ? o->reps : o->quick ? 5 : 20;
+        } else if (!gdn_kernel_eligible(i, &slots[0].a)) {
+            st = GDN_ERR_INELIGIBLE;
+        } else if (is_ref && checkable) {
+            st = GDN_OK;
+            first_sec[n_rows] = ref_sec;
+        } else {
+            st = tool_cpu_call(&slots[0], name, y, s, &first_sec[n_rows]);
+        }
+        if (st == GDN_ERR_INELIGIBLE) continue;
+        if (st != GDN_OK) {
+            fprintf(stderr, "[bench] %s failed: %s\n", name, gdn_status_str(st));
+            failures++;
+            continue;
+        }
+        if (checkable)
+            r->equal = is_ref || (memcmp(y, y_ref, slots[0].v_bytes) == 0 && memcmp(s, s_ref, slots[0].state_bytes) == 0);
+        failures += r->equal == 0;
+        n_rows++;
+    }
+    for (int k = 0; k < n_rows; ++k) {
+        bench_row *r = &rows[k];
+        if (r->backend == GDN_BACKEND_CPU) {
+            const int reps = strcmp(r->kernel, "ref") == 0 && o->reps == 0 ? 3 : auto_reps(o, first_sec[k]);
+            const gdn_status st = time_cpu(slots, n_slots, r->kernel, reps, r);
+            if (st != GDN_OK) {
+                fprintf(stderr, "[bench] %s failed: %s\n", r->kernel, gdn_status_str(st));
+                failures++;
+                continue;
+            }
+        }
+        fprintf(stderr, "[bench] %s B=%lld T=%lld %s: %.3f ms median of %d%s\n", mode, (long long)B, (long long)T, r->kernel,
+                r->ms_median, r->reps, r->equal == 0 ? " (DIFFERS from ref)" : "");
+        emit(o, mode, &slots[0], r, fl);
+    }
+    goto done;
+oom:
+    fprintf(stderr, "[bench] %s B=%lld T=%lld: out of memory\n", mode, (long long)B, (long long)T);
+    failures++;
+done:
+    for (int i = 0; i < n_slots; ++i) tool_case_free(&slots[i]);
+    free(slots);
+    free(y_ref);
+    free(y);
+    free(s_ref);
+    free(s);
+    return failures;
+}
+
+static int parse(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < argc; ++i) {
+        if (strcmp(argv[i], "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            o->quick = 1;
+        } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
+            o->kernel = argv[++i];
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
+            o->reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (strcmp(d, "f32") == 0) o->dtype = GDN_F32;
+            else if (strcmp(d, "bf16") == 0) o->dtype = GDN_BF16;
+            else if (strcmp(d, "f16") == 0) o->dtype = GDN_F16;
+            else return 0;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int tool_bench(int argc, char **argv) {
+    bench_opts o;
+    if (!parse(argc, argv, &o)) {
+        fprintf(stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--dtype f32|bf16|f16]\n"
+                        "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
+                        "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; --json: one JSON object per line on stdout\n");
+        return 2;
+    }
+    if (o.kernel) {
+        int found = 0;
+        for (int i = 0; i < gdn_kernel_count(); ++i) found |= strcmp(gdn_kernel_name(i), o.kernel) == 0;
+        if (!found) {
+            fprintf(stderr, "gdn bench: no kernel named %s (see gdn list)\n", o.kernel);
+            return 2;
+        }
+    }
+    const int threads = gdn_cpu_threads();
+    bench_floor fl = {tool_fma_peak_gflops(threads), tool_copy_gbps(threads), 0.0, 0.0};
+    fprintf(stderr, "[bench] %s, %d threads: FMA peak %.1f GFLOP/s, copy %.1f GB/s, LLC %.0f MiB\n", tool_cpu_model(),
+            threads, fl.cpu_gflops, fl.cpu_gbps, (double)tool_llc_bytes() / 1048576.0);
+    if (tool_cuda_devices() > 0) {
+        fl.gpu_gflops = tool_cuda_peak_gflops();
+        fl.gpu_gbps = tool_cuda_copy_gbps();
+        fprintf(stderr, "[bench] %s: FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops,
+                fl.gpu_gbps);
+    } else {
+        fprintf(stderr, "[bench] no CUDA device (or built without CUDA): CUDA kernels skipped\n");
+    }
+    if (!o.json) {
+        printf("CPU: %s, %d threads, FMA peak %.1f GFLOP/s, copy %.1f GB/s (measured now)\n", tool_cpu_model(), threads,
+               fl.cpu_gflops, fl.cpu_gbps);
+        if (fl.gpu_gflops > 0.0)
+            printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
+        printf("Hk=%d Hv=%d Dk=Dv=%d %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
+               HK, HV, D, tool_dtype_name(o.dtype));
+        printf("%-7s %4s %5s  %-13s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
+               "ms median", "GFLOP/s", "%peak", "GB/s", "%bw", "floor ms", "/floor", "==ref", "pool");
+    }
+    static const int64_t prefill_T[] = {1, 7, 64, 257, 2048, 8192}, decode_B[] = {1, 8, 64, 256};
+    static const int64_t quick_T[] = {1, 64, 2048}, quick_B[] = {1, 64};
+    const int64_t *pt = o.quick ? quick_T : prefill_T, *db = o.quick ? quick_B : decode_B;
+    const int npt = o.quick ? 3 : 6, ndb = o.quick ? 2 : 4;
+    int failures = 0;
+    for (int i = 0; i < npt; ++i) failures += bench_shape(&o, "prefill", 1, pt[i], &fl, 1000 + (uint64_t)i * 1000);
+    for (int i = 0; i < ndb; ++i) failures += bench_shape(&o, "decode", db[i], 1, &fl, 9000 + (uint64_t)i * 1000);
+    if (failures) fprintf(stderr, "[bench] %d failures\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+/* Shared by the files of the `gdn` CLI (tools/): test cases with realistic inputs, timing, the machine's
+ * measured floors, and the CUDA side. Not part of the library. */
+#ifndef GDN_TOOL_H
+#define GDN_TOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gdn.h"
+
+/* What a case looks like. Zero-initialized fields give: f32, gate as decays, beta direct, state layout VK, no
+ * mask, a random initial state, not in place (the Qwen cases set gate_kind GDN_GATE_RAW, beta_kind
+ * GDN_BETA_LOGIT). */
+typedef struct tool_spec {
+    int64_t B, T, Hk, Hv, Dk, Dv;
+    gdn_dtype dtype;
+    gdn_gate_kind gate_kind;
+    gdn_beta_kind beta_kind;
+    gdn_state_layout layout;
+    int masked;     /* every third token (t % 3 == 1) is masked out */
+    int zero_state; /* state_in = NULL (start from zero) */
+    int in_place;   /* state_out = state_in in checked calls */
+    int no_fill;    /* leave the buffers unwritten (for eligibility questions only) */
+} tool_spec;
+
+/* One problem with its own host buffers. `a` points at them (state_in at `state`, or NULL); a.y, a.state_out
+ * and a.kernel are set per call. */
+typedef struct tool_case {
+    tool_spec spec;
+    gdn_delta_args a;
+    void *q, *k, *v, *y;          /* q, k [B,T,Hk,Dk]; v, y [B,T,Hv,Dv]; dtype */
+    float *gate, *A_log, *dt_bias; /* gate [B,T,Hv] (vector: [B,T,Hv,Dk]); A_log, dt_bias [Hv] */
+    float *beta;                   /* [B,T,Hv] */
+    uint8_t *mask;                 /* [B,T] or NULL */
+    float *state;                  /* [B,Hv,Dv,Dk] or [B,Hv,Dk,Dv]: the initial state (zeros if zero_state) */
+    size_t qk_bytes, v_bytes, gate_bytes, beta_bytes, mask_bytes, state_bytes;
+} tool_case;
+
+/* Realistic inputs (seeded): q, k L2-normalized rows, v ~ N(0,1); raw gate a ~ N(0,1) with per-head A_log and
+ * dt_bias so that decays are mostly in [0.9, 1) (other gate kinds: decays ~ U(0.85, 1)); beta logits ~ N(0,1)
+ * (direct: U(0,1)); state ~ U(-0.1, 0.1). Returns 0 on OOM. */
+int tool_case_init(tool_case *c, const tool_spec *spec, uint64_t seed);
+void tool_case_free(tool_case *c);
+/* Runs CPU kernel `name` once on c (state from c->state, or in place on a copy of it when spec.in_place),
+ * writing y and the final state (state_out may be NULL); *seconds gets the wall time. */
+gdn_status tool_cpu_call(const tool_case *c, const char *name, void *y, float *state_out, double *seconds);
+/* Bytes a call must move: inputs read once, y written, state read and written (f32). */
+double tool_case_bytes(const gdn_delta_args *a);
+/* Flops the library counts: 7 Dk Dv per token per value head. */
+double tool_case_flops(const gdn_delta_args *a);
+/* Decays of a raw-gate case: fraction in [0.9, 1), minimum, and the median. */
+void tool_case_decays(const tool_case *c, double *frac_high, double *min, double *median);
+
+const char *tool_dtype_name(gdn_dtype d);
+
+/* Time, statistics, comparison. */
+double tool_now(void);                 /* seconds, monotonic */
+double tool_median(double *x, int n);  /* sorts x */
+/* sqrt(sum (x - o)^2 / sum o^2) of n elements; x read as `dtype` (f32 for states), o in double. */
+double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n);
+
+/* The machine's floors, measured on `threads` threads. */
+double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: AVX2 FMA, 0 when not available */
+double tool_copy_gbps(int threads);         /* memcpy of a large buffer, bytes read + written */
+size_t tool_llc_bytes(void);                /* last-level cache, 32 MiB when unknown */
+const char *tool_cpu_model(void);
+
+/* CUDA side (tools/gdn_cuda.c). Without a CUDA build every function reports no device. */
+int tool_cuda_devices(void);
+const char *tool_cuda_device_name(void);
+double tool_cuda_peak_gflops(void);  /* FP32 FMA peak from the device's SM count and clock; 0 if unknown */
+double tool_cuda_copy_gbps(void);    /* device-to-device copy, bytes read + written */
+/* Runs CUDA kernel `name` on a device copy of case c: one checked call (as tool_cpu_call) whose y and final
+ * state come back into y_out and state_out; then, when reps > 0, one warm-up and `reps` timed rotations of
+ * in-place calls over device slots (copies of the case whose total is 4x the L2 cache), median ms per call.
+ * GDN_ERR_INELIGIBLE if the kernel cannot run this case. */
+gdn_status tool_cuda_run(const tool_case *c, const char *name, int reps, void *y_out, float *state_out,
+                         double *ms_median, int *slots);
+
+/* `gdn bench` (tools/gdn_bench.c): argv after the subcommand. Returns the exit status. */
+int tool_bench(int argc, char **argv);
+
+#endif
