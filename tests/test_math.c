@@ -1,0 +1,289 @@
+/* The contract's scalar math (src/common/gdn_math.h) against double precision: ulp error over a sweep of the
+ * whole float range, the special values, and the f16 / bf16 conversions (exhaustive where 16 bits allow,
+ * round-to-nearest-even checked against an independent nearest-value search, ties included). */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/gdn_math.h"
+#include "gdn_case.h"
+#include "harness.h"
+
+static uint32_t bits(float x) { return gdn__f32_bits(x); }
+
+/* Error of the float `got` against the exact value `exact`, in units of the float ulp at `exact`. */
+static double ulp_error(float got, double exact) {
+    if (isnan(exact)) return isnan(got) ? 0.0 : INFINITY;
+    const float rounded = (float)exact; /* the correctly rounded result (overflow to inf included) */
+    if (isinf(rounded) || isinf(got)) return got == rounded ? 0.0 : INFINITY;
+    int e;
+    frexp(exact, &e);
+    const double ulp = fabs(exact) < 0x1p-126 ? 0x1p-149 : ldexp(1.0, e - 24);
+    return fabs((double)got - exact) / ulp;
+}
+
+typedef float (*f32_fn)(float);
+typedef double (*f64_fn)(double);
+
+static double exact_softplus(double x) { return x > 20.0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+static double exact_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double exact_silu(double x) { return x / (1.0 + exp(-x)); }
+static double exact_rsqrt(double x) { return 1.0 / sqrt(x); }
+
+typedef struct sweep_result {
+    double worst;   /* ulp */
+    float worst_x;
+    long incorrect; /* results that are not the correctly rounded value */
+    long points;
+} sweep_result;
+
+static void sweep_point(f32_fn f, f64_fn exact, float x, sweep_result *s) {
+    if (isnan(x)) return;
+    const double want = exact((double)x);
+    const float got = f(x);
+    const double err = ulp_error(got, want);
+    s->points++;
+    s->incorrect += !isnan(want) && bits(got) != bits((float)want);
+    if (err > s->worst) {
+        s->worst = err;
+        s->worst_x = x;
+    }
+}
+
+/* Every float whose bits are a multiple of `stride` (both signs, every exponent, subnormals, infinities), then
+ * 2^16 random points of [lo, hi]. */
+static sweep_result sweep(f32_fn f, f64_fn exact, uint32_t stride, float lo, float hi) {
+    sweep_result s = {0.0, 0.0f, 0, 0};
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += stride) sweep_point(f, exact, gdn__bits_f32((uint32_t)u), &s);
+    harness_rng r = {42};
+    for (int i = 0; i < 1 << 16; ++i) sweep_point(f, exact, lo + (hi - lo) * rng_uniform(&r), &s);
+    return s;
+}
+
+static uint32_t sweep_stride(void) { return test_quick() ? 40009u : 4093u; }
+
+static void check_sweep(const char *name, f32_fn f, f64_fn exact, float lo, float hi, double bound) {
+    const sweep_result s = sweep(f, exact, sweep_stride(), lo, hi);
+    printf("     %-13s max error %.6f ulp (at %.9g), %ld of %ld points not correctly rounded\n", name, s.worst,
+           (double)s.worst_x, s.incorrect, s.points);
+    CHECK(s.worst <= bound, "%s: %.4f ulp at %.9g", name, s.worst, (double)s.worst_x);
+}
+
+/* softplus as the contract composes it: log1p of the float-rounded exp, rounded once */
+static double contract_softplus(double x) { return x > 20.0 ? x : log1p((double)gdn_expf((float)x)); }
+
+TEST(math_expf_ulp) { check_sweep("gdn_expf", gdn_expf, exp, -104.0f, 89.0f, 1.0); }
+TEST(math_log1pf_ulp) { check_sweep("gdn_log1pf", gdn_log1pf, log1p, -1.0f, 10.0f, 1.0); }
+/* softplus rounds exp to float before log1p (docs/CONTRACT.md), two roundings: against the exact softplus the
+ * bound is 1.5 ulp, against the contract's composition it is correctly rounded. */
+TEST(math_softplusf_ulp) {
+    check_sweep("gdn_softplusf", gdn_softplusf, exact_softplus, -30.0f, 30.0f, 1.5);
+    check_sweep("  (contract)", gdn_softplusf, contract_softplus, -30.0f, 30.0f, 0.5 + 1e-6);
+}
+TEST(math_sigmoidf_ulp) { check_sweep("gdn_sigmoidf", gdn_sigmoidf, exact_sigmoid, -30.0f, 30.0f, 1.0); }
+TEST(math_siluf_ulp) { check_sweep("gdn_siluf", gdn_siluf, exact_silu, -30.0f, 30.0f, 1.0); }
+TEST(math_rsqrtf_ulp) { check_sweep("gdn_rsqrtf", gdn_rsqrtf, exact_rsqrt, 0.0f, 100.0f, 1.0); }
+
+/* got is exactly want: same bits, or both NaN */
+static int same(float got, float want) { return isnan(want) ? isnan(got) : bits(got) == bits(want); }
+
+#define SPECIAL(fn, x, want) CHECK(same(fn(x), want), #fn "(%.9g) = %.9g (bits %08x), expected %.9g", (double)(x), \
+                                   (double)fn(x), bits(fn(x)), (double)(want))
+
+TEST(math_specials) {
+    const float inf = INFINITY, nan_ = NAN, tiny = 0x1p-149f, min_normal = FLT_MIN;
+    /* exp: zeros, infinities, NaN, overflow, underflow to subnormals and to zero, subnormal arguments */
+    SPECIAL(gdn_expf, 0.0f, 1.0f);
+    SPECIAL(gdn_expf, -0.0f, 1.0f);
+    SPECIAL(gdn_expf, inf, inf);
+    SPECIAL(gdn_expf, -inf, 0.0f);
+    SPECIAL(gdn_expf, nan_, nan_);
+    SPECIAL(gdn_expf, 89.0f, inf);
+    SPECIAL(gdn_expf, 1000.0f, inf);
+    SPECIAL(gdn_expf, FLT_MAX, inf);
+    SPECIAL(gdn_expf, 88.72283f, (float)exp((double)88.72283f));
+    SPECIAL(gdn_expf, -103.0f, tiny);
+    SPECIAL(gdn_expf, -104.0f, 0.0f);
+    SPECIAL(gdn_expf, -FLT_MAX, 0.0f);
+    SPECIAL(gdn_expf, -100.0f, (float)exp(-100.0));
+    SPECIAL(gdn_expf, -87.5f, (float)exp(-87.5));
+    SPECIAL(gdn_expf, tiny, 1.0f);
+    SPECIAL(gdn_expf, -tiny, 1.0f);
+    SPECIAL(gdn_expf, 1.0f, 2.71828183f);
+    CHECK(gdn_expf(-104.0f) == 0.0f && !signbit(gdn_expf(-104.0f)));
+    /* log1p: signed zero kept, -1 is -inf, below -1 NaN, subnormals pass through */
+    SPECIAL(gdn_log1pf, 0.0f, 0.0f);
+    SPECIAL(gdn_log1pf, -0.0f, -0.0f);
+    SPECIAL(gdn_log1pf, -1.0f, -inf);
+    SPECIAL(gdn_log1pf, -1.5f, nan_);
+    SPECIAL(gdn_log1pf, -inf, nan_);
+    SPECIAL(gdn_log1pf, inf, inf);
+    SPECIAL(gdn_log1pf, nan_, nan_);
+    SPECIAL(gdn_log1pf, tiny, tiny);
+    SPECIAL(gdn_log1pf, -tiny, -tiny);
+    SPECIAL(gdn_log1pf, min_normal, min_normal);
+    SPECIAL(gdn_log1pf, FLT_MAX, (float)log1p((double)FLT_MAX));
+    SPECIAL(gdn_log1pf, nextafterf(-1.0f, 0.0f), (float)log1p((double)nextafterf(-1.0f, 0.0f)));
+    /* softplus: threshold 20 (identity above), exp rounded to float first, so far left it underflows to 0 */
+    SPECIAL(gdn_softplusf, 0.0f, 0.693147181f);
+    SPECIAL(gdn_softplusf, -inf, 0.0f);
+    SPECIAL(gdn_softplusf, inf, inf);
+    SPECIAL(gdn_softplusf, nan_, nan_);
+    SPECIAL(gdn_softplusf, 20.0f, 20.0f);
+    SPECIAL(gdn_softplusf, nextafterf(20.0f, 30.0f), nextafterf(20.0f, 30.0f));
+    SPECIAL(gdn_softplusf, FLT_MAX, FLT_MAX);
+    SPECIAL(gdn_softplusf, -200.0f, 0.0f);
+    SPECIAL(gdn_softplusf, -100.0f, gdn_expf(-100.0f));
+    SPECIAL(gdn_softplusf, tiny, 0.693147181f);
+    /* sigmoid */
+    SPECIAL(gdn_sigmoidf, 0.0f, 0.5f);
+    SPECIAL(gdn_sigmoidf, -0.0f, 0.5f);
+    SPECIAL(gdn_sigmoidf, inf, 1.0f);
+    SPECIAL(gdn_sigmoidf, -inf, 0.0f);
+    SPECIAL(gdn_sigmoidf, nan_, nan_);
+    SPECIAL(gdn_sigmoidf, 20.0f, 1.0f);
+    SPECIAL(gdn_sigmoidf, -100.0f, (float)exp(-100.0));
+    SPECIAL(gdn_sigmoidf, -104.0f, 0.0f);
+    SPECIAL(gdn_sigmoidf, FLT_MAX, 1.0f);
+    SPECIAL(gdn_sigmoidf, -FLT_MAX, 0.0f);
+    /* silu */
+    SPECIAL(gdn_siluf, 0.0f, 0.0f);
+    SPECIAL(gdn_siluf, -0.0f, -0.0f);
+    SPECIAL(gdn_siluf, inf, inf);
+    SPECIAL(gdn_siluf, nan_, nan_);
+    SPECIAL(gdn_siluf, -1000.0f, -0.0f);
+    SPECIAL(gdn_siluf, -FLT_MAX, -0.0f);
+    SPECIAL(gdn_siluf, FLT_MAX, FLT_MAX);
+    SPECIAL(gdn_siluf, -100.0f, (float)(-100.0 * exp(-100.0)));
+    SPECIAL(gdn_siluf, tiny, 0.0f);
+    printf("     note: gdn_siluf(-inf) = %g (the limit of x sigmoid(x) is -0; x / (1 + e^-x) gives -inf/inf)\n", (double)gdn_siluf(-inf));
+    /* rsqrt: IEEE rSqrt: +0 -> +inf, -0 -> -inf, negative -> NaN; exact at powers of 4; subnormal arguments */
+    SPECIAL(gdn_rsqrtf, 0.0f, inf);
+    SPECIAL(gdn_rsqrtf, -0.0f, -inf);
+    SPECIAL(gdn_rsqrtf, inf, 0.0f);
+    SPECIAL(gdn_rsqrtf, -inf, nan_);
+    SPECIAL(gdn_rsqrtf, -1.0f, nan_);
+    SPECIAL(gdn_rsqrtf, -tiny, nan_);
+    SPECIAL(gdn_rsqrtf, nan_, nan_);
+    SPECIAL(gdn_rsqrtf, 4.0f, 0.5f);
+    SPECIAL(gdn_rsqrtf, 0.25f, 2.0f);
+    SPECIAL(gdn_rsqrtf, 0x1p-126f, 0x1p63f);
+    SPECIAL(gdn_rsqrtf, 0x1p-148f, 0x1p74f);
+    SPECIAL(gdn_rsqrtf, tiny, (float)(1.0 / sqrt(0x1p-149)));
+    SPECIAL(gdn_rsqrtf, FLT_MAX, (float)(1.0 / sqrt((double)FLT_MAX)));
+    /* the raw gate: exp(-exp(A_log) softplus(a + dt)) with its pieces rounded to float */
+    CHECK(gdn_raw_gate(0.0f, 0.0f, 0.0f) == gdn_expf(-0.693147181f));
+    CHECK(gdn_raw_gate(200.0f, 0.0f, 0.0f) == 0.0f && gdn_raw_gate(-200.0f, 0.0f, 0.0f) == 1.0f);
+    CHECK(isnan(gdn_raw_gate(nan_, 0.0f, 0.0f)));
+}
+
+/* ---- f16 and bf16 ---- */
+
+/* Value of a non-negative f16 code; 0x7c00 (inf) reads as 2^16, the next step after the largest finite. */
+static double f16_value(uint32_t c) {
+    const uint32_t e = c >> 10, m = c & 0x3ff;
+    return e == 0 ? ldexp((double)m, -24) : ldexp((double)(m + 1024), (int)e - 25);
+}
+
+/* Value of a non-negative bf16 code; 0x7f80 (inf) reads as 2^128. */
+static double bf16_value(uint32_t c) {
+    const uint32_t e = c >> 7, m = c & 0x7f;
+    return e == 0 ? ldexp((double)m, -133) : ldexp((double)(m + 128), (int)e - 134);
+}
+
+/* Round-to-nearest-even by search: the largest code whose value is <= |x| (codes increase with value), then the
+ * nearer of it and the next one, the even code on a tie; beyond the largest finite value's half step: inf. */
+static uint16_t nearest_code(float x, double (*value)(uint32_t), uint32_t inf_code) {
+    const uint16_t sign = (uint16_t)(signbit(x) ? 0x8000 : 0);
+    const double a = fabs((double)x);
+    if (isinf(x)) return (uint16_t)(sign | inf_code);
+    uint32_t lo = 0, hi = inf_code; /* value(lo) <= a; find the last such code below inf_code */
+    if (a >= value(inf_code)) return (uint16_t)(sign | inf_code);
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (value(mid) <= a) lo = mid;
+        else hi = mid;
+    }
+    const double below = a - value(lo), above = value(lo + 1) - a;
+    const uint32_t c = below < above ? lo : above < below ? lo + 1 : (lo % 2 == 0 ? lo : lo + 1);
+    return (uint16_t)(sign | c);
+}
+
+TEST(math_f16_bf16_decode_exhaustive) {
+    int bad_f16 = 0, bad_bf16 = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float sign = h & 0x8000 ? -1.0f : 1.0f;
+        const uint32_t mag = h & 0x7fff;
+        /* f16 */
+        const float f = gdn__f16_to_f32((uint16_t)h);
+        if (mag > 0x7c00) bad_f16 += !(isnan(f) && !signbit(f) == !(h & 0x8000));
+        else bad_f16 += bits(f) != bits(mag == 0x7c00 ? sign * INFINITY : sign * (float)f16_value(mag));
+        if (mag < 0x7c00) bad_f16 += gdn__f32_to_f16(f) != h; /* round trip */
+        else if (mag > 0x7c00) bad_f16 += (gdn__f32_to_f16(f) & 0x7fff) <= 0x7c00;
+        /* bf16 */
+        const float b = gdn__bf16_to_f32((uint16_t)h);
+        if (mag > 0x7f80) bad_bf16 += !(isnan(b) && !signbit(b) == !(h & 0x8000));
+        else bad_bf16 += bits(b) != bits(mag == 0x7f80 ? sign * INFINITY : sign * (float)bf16_value(mag));
+        if (mag <= 0x7f80) bad_bf16 += gdn__f32_to_bf16(b) != h;
+        else bad_bf16 += (gdn__f32_to_bf16(b) & 0x7fff) <= 0x7f80 || !(gdn__f32_to_bf16(b) & 0x40); /* quiet NaN */
+    }
+    CHECK(bad_f16 == 0, "%d f16 codes decode or round-trip wrongly", bad_f16);
+    CHECK(bad_bf16 == 0, "%d bf16 codes decode or round-trip wrongly", bad_bf16);
+    CHECK(gdn__f32_to_f16(INFINITY) == 0x7c00 && gdn__f32_to_f16(-INFINITY) == 0xfc00);
+    CHECK(gdn__f32_to_bf16(INFINITY) == 0x7f80 && gdn__f32_to_bf16(-INFINITY) == 0xff80);
+}
+
+static int check_rounding(float x, int *bad16, int *badb) {
+    if (isnan(x)) return 0;
+    const uint16_t h = gdn__f32_to_f16(x), want_h = nearest_code(x, f16_value, 0x7c00);
+    const uint16_t b = gdn__f32_to_bf16(x), want_b = nearest_code(x, bf16_value, 0x7f80);
+    if (h != want_h && (*bad16)++ < 5) printf("     f32 %a -> f16 %04x, expected %04x\n", (double)x, h, want_h);
+    if (b != want_b && (*badb)++ < 5) printf("     f32 %a -> bf16 %04x, expected %04x\n", (double)x, b, want_b);
+    return 1;
+}
+
+TEST(math_f32_to_half_round_to_nearest_even) {
+    int bad16 = 0, badb = 0;
+    long n = 0;
+    /* every representable midpoint between neighbouring codes (the ties) and the floats just around them */
+    for (uint32_t c = 0; c < 0x7c00; ++c) {
+        const float mid = (float)((f16_value(c) + f16_value(c + 1)) / 2);
+        for (int s = 0; s < 2; ++s) {
+            const float m = s ? -mid : mid;
+            n += check_rounding(m, &bad16, &badb) + check_rounding(nextafterf(m, INFINITY), &bad16, &badb) +
+                 check_rounding(nextafterf(m, -INFINITY), &bad16, &badb);
+        }
+    }
+    for (uint32_t c = 0; c < 0x7f80; ++c) {
+        const double mid_d = (bf16_value(c) + bf16_value(c + 1)) / 2;
+        if (mid_d > FLT_MAX) break;
+        const float mid = (float)mid_d;
+        n += check_rounding(mid, &bad16, &badb) + check_rounding(nextafterf(mid, INFINITY), &bad16, &badb) +
+             check_rounding(nextafterf(mid, -INFINITY), &bad16, &badb) + check_rounding(-mid, &bad16, &badb);
+    }
+    /* a stride through every f32 bit pattern */
+    const uint32_t stride = test_quick() ? 65537u : 4099u;
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += stride) n += check_rounding(gdn__bits_f32((uint32_t)u), &bad16, &badb);
+    printf("     %ld f32 values rounded to f16 and bf16: %d and %d differ from the nearest-even search\n", n, bad16, badb);
+    CHECK(bad16 == 0 && badb == 0);
+    /* hand-picked ties and edges */
+    CHECK(gdn__f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);         /* tie, down to even */
+    CHECK(gdn__f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02);     /* tie, up to even */
+    CHECK(gdn__f32_to_f16(0x1p-25f) == 0x0000);                /* half the smallest subnormal: to 0 */
+    CHECK(gdn__f32_to_f16(3 * 0x1p-25f) == 0x0002);            /* subnormal tie up to even */
+    CHECK(gdn__f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(gdn__f32_to_f16(nextafterf(65520.0f, 0.0f)) == 0x7bff);
+    CHECK(gdn__f32_to_f16(65520.0f) == 0x7c00);                /* tie between the largest finite and inf: inf */
+    CHECK(gdn__f32_to_f16(-0.0f) == 0x8000 && gdn__f32_to_f16(0x1p-149f) == 0x0000);
+    CHECK(gdn__f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);
+    CHECK(gdn__f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);
+    CHECK(gdn__f32_to_bf16(FLT_MAX) == 0x7f80);                /* rounds past the largest finite bf16 */
+    CHECK(gdn__f32_to_bf16(-0.0f) == 0x8000 && gdn__f32_to_bf16(0x1p-149f) == 0x0000);
+    CHECK(gdn__f32_to_bf16(0x1p-133f) == 0x0001);              /* the smallest bf16 subnormal */
+    /* NaN in, quiet NaN out, sign kept */
+    const float snan = gdn__bits_f32(0x7f800001u), neg_nan = gdn__bits_f32(0xffc00000u);
+    CHECK((gdn__f32_to_f16(snan) & 0x7fff) > 0x7c00 && (gdn__f32_to_f16(snan) & 0x0200));
+    CHECK((gdn__f32_to_bf16(snan) & 0x7fff) > 0x7f80 && (gdn__f32_to_bf16(snan) & 0x0040));
+    CHECK((gdn__f32_to_f16(neg_nan) & 0xfe00) == 0xfe00 && (gdn__f32_to_bf16(neg_nan) & 0xffc0) == 0xffc0);
+}
