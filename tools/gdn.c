@@ -14,7 +14,7 @@
 #include "gdn_tool.h"
 
 /* Qwen3.6-35B-A3B linear-attention layer: 16 key heads, 32 value heads, head dim 128. */
-enum { QWEN_HK = 16, QWEN_HV = 32, QWEN_D = 128, QWEN_T = 2048 };
+enum { QWEN_HK = 16, QWEN_HV = 32, QWEN_D = 128, QWEN_T = 2048, BF16_T = 256 };
 #define REL_L2_BOUND 1e-5      /* f32 outputs and every state, against the float64 oracle */
 #define REL_L2_BOUND_HALF 4e-3 /* y rounded to bf16/f16 (2^-8) */
 
@@ -299,9 +299,15 @@ static int cmd_run(int argc, char **argv) {
            REL_L2_BOUND, REL_L2_BOUND_HALF);
     printf("%-5s %-13s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
            "%peak", "vs ref", "==ref", "rel L2 y", "rel L2 S");
+    const double t0 = tool_now();
     int failures = run_dtype(GDN_F32, T, &fl);
-    failures += run_dtype(GDN_BF16, T, &fl);
-    printf("\n%s\n", failures ? "FAILED: a kernel differs from ref or misses the error bound" : "all kernels bitwise equal to ref, errors within bounds");
+    /* bf16 activations on a shorter window: ref and the oracle take seconds per thousand tokens */
+    const int64_t T_half = T < BF16_T ? T : BF16_T;
+    printf("bf16 q, k, v, y (state f32), T=%lld:\n", (long long)T_half);
+    failures += run_dtype(GDN_BF16, T_half, &fl);
+    printf("\n%s (%.1f s)\n",
+           failures ? "FAILED: a kernel differs from ref or misses the error bound" : "all kernels bitwise equal to ref, errors within bounds",
+           tool_now() - t0);
     return failures ? 1 : 0;
 }
 

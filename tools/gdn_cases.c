@@ -289,14 +289,33 @@ double tool_copy_gbps(int threads) {
     return best;
 }
 
+/* The highest cache level listed in sysfs (glibc's sysconf can report the L3 times the cores on AMD). */
 size_t tool_llc_bytes(void) {
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; ++i) {
+        char path[96], buf[32];
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const int got = fscanf(f, "%d", &level);
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (got == 1 && fgets(buf, sizeof buf, f)) {
+            char *end;
+            size_t n = (size_t)strtoull(buf, &end, 10);
+            n <<= *end == 'K' ? 10 : *end == 'M' ? 20 : 0;
+            if (level > best_level && n > 0) best = n, best_level = level;
+        }
+        fclose(f);
+    }
+    if (best) return best;
 #ifdef _SC_LEVEL3_CACHE_SIZE
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (l3 > 0) return (size_t)l3;
-#endif
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 > 0) return (size_t)l2;
 #endif
     return (size_t)32 << 20;
 }
