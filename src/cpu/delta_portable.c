@@ -1,4 +1,67 @@
-/* Placeholder until the blocked portable kernel lands: runs the contract's scalar kernel. */
+/* The portable kernel `portable`: the blocked kernel of delta_blocked.h in plain C11, for machines without
+ * AVX2. A "vector" is a struct of 8 floats (8 value columns per block); every operation is the scalar IEEE
+ * operation per element, fma through fmaf. */
+#include <math.h>
+
 #include "gdn_internal.h"
 
-gdn_status gdn__delta_portable(const gdn__problem *p) { return gdn__delta_ref(p); }
+typedef struct portable_vec {
+    float x[8];
+} portable_vec;
+
+static inline portable_vec portable_zero(void) {
+    portable_vec r;
+    for (int i = 0; i < 8; ++i) r.x[i] = 0.0f;
+    return r;
+}
+
+static inline portable_vec portable_load(const float *p) {
+    portable_vec r;
+    for (int i = 0; i < 8; ++i) r.x[i] = p[i];
+    return r;
+}
+
+static inline void portable_store(float *p, portable_vec x) {
+    for (int i = 0; i < 8; ++i) p[i] = x.x[i];
+}
+
+static inline portable_vec portable_bcast(float x) {
+    portable_vec r;
+    for (int i = 0; i < 8; ++i) r.x[i] = x;
+    return r;
+}
+
+static inline portable_vec portable_fma(portable_vec a, portable_vec b, portable_vec c) {
+    for (int i = 0; i < 8; ++i) c.x[i] = fmaf(a.x[i], b.x[i], c.x[i]);
+    return c;
+}
+
+static inline portable_vec portable_mul(portable_vec a, portable_vec b) {
+    for (int i = 0; i < 8; ++i) a.x[i] = a.x[i] * b.x[i];
+    return a;
+}
+
+static inline portable_vec portable_sub(portable_vec a, portable_vec b) {
+    for (int i = 0; i < 8; ++i) a.x[i] = a.x[i] - b.x[i];
+    return a;
+}
+
+static inline portable_vec portable_add(portable_vec a, portable_vec b) {
+    for (int i = 0; i < 8; ++i) a.x[i] = a.x[i] + b.x[i];
+    return a;
+}
+
+#define BLK_VEC portable_vec
+#define BLK_VW 8
+#define BLK_NV 1
+#define blk_vzero() portable_zero()
+#define blk_vload(p) portable_load(p)
+#define blk_vstore(p, x) portable_store((p), (x))
+#define blk_vbcast(x) portable_bcast(x)
+#define blk_vfma(a, b, c) portable_fma((a), (b), (c))
+#define blk_vmul(a, b) portable_mul((a), (b))
+#define blk_vsub(a, b) portable_sub((a), (b))
+#define blk_vadd(a, b) portable_add((a), (b))
+#include "cpu/delta_blocked.h"
+
+gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }
