@@ -36,12 +36,13 @@ static size_t slot_bytes(const tool_case *c) {
     return 2 * c->qk_bytes + 2 * c->v_bytes + c->gate_bytes + c->beta_bytes + c->state_bytes;
 }
 
-/* Times `reps` in-place calls of CPU kernel `name`, one slot after another, after a warm-up rotation. */
+/* Times `reps` in-place calls of CPU kernel `name`, one slot after another from slot 0, after one warm-up call
+ * on the last slot (every slot was written when it was filled; slot 0 first, so it is out of the cache). */
 static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int reps, bench_row *row) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     if (!t) return GDN_ERR_OUT_OF_MEMORY;
     gdn_status st = GDN_OK;
-    for (int i = -n_slots; i < reps && st == GDN_OK; ++i) {
+    for (int i = -1; i < reps && st == GDN_OK; ++i) {
         tool_case *c = &slots[(i + n_slots) % n_slots];
         gdn_delta_args a = c->a;
         a.kernel = name;
