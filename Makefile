@@ -35,7 +35,7 @@ endif
 TEST_SRC = $(wildcard tests/*.c)
 TOOL_SRC = $(wildcard tools/*.c)
 
-.PHONY: all lib run test sanitize bench clean
+.PHONY: all lib run test sanitize fuzz bench clean
 all: $(BUILD)/gdn $(BUILD)/test_gdn
 
 lib: $(BUILD)/libgdn.a
@@ -74,6 +74,19 @@ test: $(BUILD)/test_gdn
 
 sanitize:
 	$(MAKE) BUILD=build/san SAN=1 GDN_CUDA=0 test
+
+# `make fuzz`: the libFuzzer target over gdn_delta (clang, ASan + UBSan, library instrumented for coverage),
+# built as build/fuzz/fuzz_delta. Run: build/fuzz/fuzz_delta -max_total_time=60 build/fuzz/corpus fuzz/corpus
+FUZZ_CC ?= clang
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) SAN=1 GDN_CUDA=0 CFLAGS=-fsanitize=fuzzer-no-link build/fuzz/fuzz_delta
+	@mkdir -p build/fuzz/corpus
+
+$(BUILD)/fuzz_delta: $(BUILD)/fuzz/fuzz_delta.o $(BUILD)/libgdn.a
+	$(CC) $^ -o $@ $(LDLIBS) -fsanitize=fuzzer
+
+# the blocked kernels take minutes to compile under UBSan and coverage: in the fuzz build they get ASan at -O0 only
+build/fuzz/src/cpu/delta_avx2.o build/fuzz/src/cpu/delta_portable.o: ALL_CFLAGS += -O0 -fno-sanitize=undefined,fuzzer-no-link
 
 bench: $(BUILD)/gdn
 	./$(BUILD)/gdn bench

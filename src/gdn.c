@@ -67,8 +67,9 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     const extent beta = {a->beta, count4(tokens, a->Hv, 4, 1, &ok)};
     const extent mask = {a->mask, tokens};
     const int raw = a->gate_kind == GDN_GATE_RAW;
-    const extent A_log = {raw ? a->A_log : NULL, 4 * a->Hv}, dt_bias = {raw ? a->dt_bias : NULL, 4 * a->Hv};
-    const extent state_in = {a->state_in, count4(a->B, a->Hv, a->Dk, a->Dv, &ok) * 4};
+    const extent A_log = {raw ? a->A_log : NULL, count4(a->Hv, 4, 1, 1, &ok)};
+    const extent dt_bias = {raw ? a->dt_bias : NULL, A_log.bytes};
+    const extent state_in = {a->state_in, count4(count4(a->B, a->Hv, a->Dk, a->Dv, &ok), 4, 1, 1, &ok)};
     const extent state_out = {a->state_out, state_in.bytes};
     if (!ok || (uint64_t)state_in.bytes > (uint64_t)SIZE_MAX || (uint64_t)q.bytes > (uint64_t)SIZE_MAX)
         return GDN_ERR_BAD_SIZE;
@@ -77,7 +78,7 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     const extent inputs[] = {q, k, v, gate, beta, mask, A_log, dt_bias, state_in};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i) {
         if (overlaps(y, inputs[i])) return GDN_ERR_OVERLAP;
-        const int in_place = inputs[i].p == state_in.p && state_out.p == state_in.p;
+        const int in_place = i == sizeof inputs / sizeof inputs[0] - 1 && state_out.p == state_in.p; /* state_in */
         if (!in_place && overlaps(state_out, inputs[i])) return GDN_ERR_OVERLAP;
     }
     if (overlaps(y, state_out)) return GDN_ERR_OVERLAP;
