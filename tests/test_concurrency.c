@@ -118,6 +118,15 @@ TEST(concurrency_callers_match_serial) {
         if (!kernel_ok(&cs[i], cs[i].kernel)) cs[i].kernel = "ref"; /* this machine lacks the ISA */
         memset(cs[i].y_serial, 0x33, cs[i].y_bytes);
         CHECK(caller_run(&cs[i], cs[i].y_serial, cs[i].s_serial) == GDN_OK, "caller %d serial", i);
+        /* and the serial result is ref's */
+        caller r = cs[i];
+        r.kernel = "ref", r.threads = 1;
+        uint8_t *y = malloc(r.y_bytes);
+        float *s = malloc(r.s_bytes);
+        CHECK(caller_run(&r, y, s) == GDN_OK);
+        CHECK(memcmp(y, cs[i].y_serial, r.y_bytes) == 0 && memcmp(s, cs[i].s_serial, r.s_bytes) == 0,
+              "caller %d (kernel %s): serial result differs from ref", i, cs[i].kernel ? cs[i].kernel : "(router)");
+        free(y), free(s);
     }
     for (int round = 0; round < 2; ++round) {
         pthread_t tid[N_CALLERS];
