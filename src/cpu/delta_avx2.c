@@ -1,8 +1,19 @@
 /* The AVX2 + FMA kernel `packed_avx2`: the blocked kernel of delta_blocked.h with __m256 vectors, two per row
  * of a 16-column block. Compiled with -mavx2 -mfma (this file only); routed only where the CPU has both. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "gdn_internal.h"
+
+/* Output rows that the kernel writes once: whole 32-byte vectors with non-temporal stores when both ends are
+ * aligned, the rest with memcpy. */
+static inline void avx2_stream(void *dst, const void *src, size_t bytes) {
+    size_t i = 0;
+    if (((uintptr_t)dst & 31) == 0 && ((uintptr_t)src & 31) == 0)
+        for (; i + 32 <= bytes; i += 32)
+            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
+    memcpy((char *)dst + i, (const char *)src + i, bytes - i);
+}
 
 #define BLK_VEC __m256
 #define BLK_VW 8
@@ -15,6 +26,9 @@
 #define blk_vmul(a, b) _mm256_mul_ps((a), (b))
 #define blk_vsub(a, b) _mm256_sub_ps((a), (b))
 #define blk_vadd(a, b) _mm256_add_ps((a), (b))
+#define blk_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
+#define blk_stream(dst, src, bytes) avx2_stream((dst), (src), (bytes))
+#define blk_stream_fence() _mm_sfence()
 #include "cpu/delta_blocked.h"
 
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p) { return blk_run(p); }

@@ -25,6 +25,8 @@
  *     BLK_VW, BLK_NV                floats per vector, vectors per row of the block (BLK_COLS = BLK_VW * BLK_NV)
  *     blk_vzero() blk_vload(p) blk_vstore(p, x) blk_vbcast(x) blk_vfma(a, b, c) = a*b+c rounded once,
  *     blk_vmul(a, b) blk_vsub(a, b) blk_vadd(a, b)      each one IEEE operation per lane
+ *     blk_prefetch(p)               a cache prefetch hint for the line at p (may do nothing)
+ *     blk_stream(dst, src, bytes)   memcpy for output rows (may bypass the cache); blk_stream_fence() after them
  */
 #ifndef GDN_CPU_DELTA_BLOCKED_H
 #define GDN_CPU_DELTA_BLOCKED_H
@@ -151,174 +153,279 @@ static const blk_pass_fn *blk_passes_for(int64_t Dk) {
     }
 }
 
-/* Sizes of one call: items are (b, h, group of `nb` column blocks); the window runs in chunks of `tc` tokens
- * whose q, k (and gate) rows are converted once into a per-worker workspace and reused by every block. */
+/* Sizes of one call. A work item is (b, key head hk, group of `nb` column blocks) and covers the G = Hv / Hk
+ * value heads of hk: a token's q and k rows are converted once for G * nb blocks, and per token the item
+ * reads (writes) one contiguous stretch of v (y) when its blocks cover Dv. The window runs in chunks of `tc`
+ * tokens whose rows are gathered into a per-worker workspace; the next chunk's rows are prefetched meanwhile. */
 typedef struct blk_job {
     const gdn__problem *p;
-    int64_t blocks; /* column blocks per value head */
-    int64_t nb;     /* column blocks per item */
-    int64_t groups; /* items per value head */
-    int64_t tc;     /* tokens per chunk */
-    float *ws;      /* per-worker workspace, ws_stride floats each */
+    int64_t blocks;  /* column blocks per value head */
+    int64_t nb;      /* column blocks per value head per item */
+    int64_t groups;  /* items per key head */
+    int64_t tc;      /* tokens per chunk */
+    int64_t hcols;   /* nb * BLK_COLS: a head's columns in the chunk buffers of v and y */
+    int stream;      /* y is large: written around the caches */
+    float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
-    size_t off_q, off_k, off_gv, off_gk, off_v; /* regions of a worker's workspace; the state is at 0 */
+    /* regions of a worker's workspace, in floats; the state [G][nb][Dk][BLK_COLS] is at 0 */
+    size_t off_q, off_k; /* [tc][Dk] */
+    size_t off_gv, off_gk; /* vector gate: [tc][G][Dk] the gate row and g_i k_i */
+    size_t off_v, off_y; /* [tc][G][hcols] */
+    size_t off_gb;       /* [tc][G][2]: g and beta */
 } blk_job;
 
-#define BLK_CHUNK_FLOATS 8192  /* tc * Dk: one chunk's q (or k) rows, 32 KB */
-#define BLK_GROUP_FLOATS 16384 /* nb * Dk * BLK_COLS: one item's state, 64 KB */
-#define BLK_MAX_TC (BLK_CHUNK_FLOATS / 32)
+#define BLK_STATE_FLOATS 65536 /* an item's state: 256 KB (L2; a block pair's 16 KB is what L1 holds) */
+#define BLK_CHUNK_FLOATS 8192  /* a chunk's q (or k) rows: 32 KB */
+#define BLK_MAX_TC 256
+#define BLK_STREAM_BYTES (8.0 * 1024 * 1024) /* y at least this large goes out around the caches */
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
+static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
 static size_t blk_round(size_t n) { return (n + 15) / 16 * 16; } /* floats, to 64 bytes */
 
-/* The item's column blocks lb .. lb+m-1 (m <= BLK_IL; the item's columns start at c0) through one chunk's n
- * live tokens, in lockstep:
- * each token, every block runs its pass; a block's delta never waits on the pass just issued. */
-static void blk_chunk_blocks(const blk_job *job, const float *ws, float *S, int64_t b, int64_t h, int64_t c0,
-                             int64_t lb, int64_t m, const int64_t *live, const float *gsc, const float *bsc, int64_t n) {
-    const gdn_delta_args *a = &job->p->a;
-    const int64_t Dk = a->Dk, Dv = a->Dv, vstride = job->nb * BLK_COLS;
-    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
-    const blk_pass_fn *fns = blk_passes_for(Dk);
-    const float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
-    const float *vc = ws + job->off_v, *knc = vgate ? gkc : kc;
-    _Alignas(64) float ybuf[BLK_COLS];
-    blk_pass ps[BLK_IL];
-    blk_part kv[BLK_IL];
-    memset(ps, 0, sizeof ps);
-    for (int64_t s = 0; s < m; ++s) {
-        /* kv of the chunk's first live token: tree(S . k) (vector gate: . g k) */
-        ps[s].S = S + (lb + s) * Dk * BLK_COLS;
-        ps[s].Dk = Dk;
-        ps[s].c = job->p->dk_lane;
-        ps[s].kn = knc;
-        kv[s] = fns[BLK_KV](&ps[s]);
-    }
-    for (int64_t u = 0; u < n; ++u) {
-        const int64_t y_row = ((b * a->T + live[u]) * a->Hv + h) * Dv;
-        const BLK_VEC g = blk_vbcast(gsc[u]), beta = blk_vbcast(bsc[u]), scale = blk_vbcast(a->scale);
-        const int last = u + 1 == n;
-        for (int64_t s = 0; s < m; ++s) {
-            blk_pass *P = &ps[s];
-            P->k = kc + u * Dk;
-            P->q = qc + u * Dk;
-            P->gv = gvc + u * Dk;
-            P->kn = knc + (last ? u : u + 1) * Dk;
-            P->g = g;
-            /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
-            for (int v = 0; v < BLK_NV; ++v) {
-                const BLK_VEC vv = blk_vload(vc + u * vstride + (lb + s) * BLK_COLS + v * BLK_VW);
-                P->d[v] = blk_vmul(blk_vsub(vv, vgate ? kv[s].n[v] : blk_vmul(g, kv[s].n[v])), beta);
-            }
-            /* update and readout of this token, fused with the kv of the next live token */
-            kv[s] = fns[(last ? BLK_UPDATE : BLK_FUSED) + (vgate ? 2 : 0)](P);
-            /* y = tree(S' . q) * scale, rounded to the dtype */
-            const int64_t j0 = c0 + (lb + s) * BLK_COLS, ncols = blk_min(BLK_COLS, Dv - j0);
-            for (int v = 0; v < BLK_NV; ++v) blk_vstore(ybuf + v * BLK_VW, blk_vmul(kv[s].o[v], scale));
-            if (a->dtype == GDN_F32)
-                memcpy((float *)a->y + y_row + j0, ybuf, sizeof(float) * (size_t)ncols);
-            else
-                for (int64_t jj = 0; jj < ncols; ++jj) gdn__store(a->y, a->dtype, y_row + j0 + jj, ybuf[jj]);
-        }
+/* n elements of a q/k/v tensor from idx, as f32. */
+static void blk_load_row(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
+    if (dtype == GDN_F32) {
+        memcpy(dst, (const float *)base + idx, sizeof(float) * (size_t)n);
+    } else if (dtype == GDN_BF16) {
+        for (int64_t i = 0; i < n; ++i) dst[i] = gdn__bf16_to_f32(((const uint16_t *)base)[idx + i]);
+    } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = gdn__f16_to_f32(((const uint16_t *)base)[idx + i]);
     }
 }
 
-/* One work item: (b, h, a group of column blocks) over the whole window, chunk by chunk. */
+/* Copies an output row: through blk_stream (bypassing the caches) when `stream`, else memcpy. */
+static void blk_out(void *dst, const void *src, size_t bytes, int stream) {
+    if (stream)
+        blk_stream(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+/* n f32 values into the y tensor from element idx, rounded to its dtype. */
+static void blk_store_row(void *base, gdn_dtype dtype, int64_t idx, const float *src, int64_t n, int stream) {
+    if (dtype == GDN_F32) {
+        blk_out((float *)base + idx, src, sizeof(float) * (size_t)n, stream);
+        return;
+    }
+    _Alignas(64) uint16_t tmp[64];
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {
+        const int64_t m = blk_min(64, n - i0);
+        for (int64_t i = 0; i < m; ++i)
+            tmp[i] = dtype == GDN_BF16 ? gdn__f32_to_bf16(src[i0 + i]) : gdn__f32_to_f16(src[i0 + i]);
+        blk_out((uint16_t *)base + idx + i0, tmp, sizeof(uint16_t) * (size_t)m, stream);
+    }
+}
+
+/* Prefetches the bytes [p, p + n). */
+static void blk_prefetch_range(const void *p, int64_t n) {
+    for (int64_t o = 0; o < n; o += 64) blk_prefetch((const char *)p + o);
+}
+
+/* Prefetches what token t (of the next chunk) reads: q, k rows of hk, the item's columns of v for its G value
+ * heads from h0, their gate rows (vector gate). */
+static void blk_prefetch_token(const gdn_delta_args *a, int64_t G, int64_t b, int64_t hk, int64_t c0,
+                               int64_t gcols, int64_t t) {
+    if (t >= a->T) return;
+    const int64_t ds = a->dtype == GDN_F32 ? 4 : 2, qk_row = ((b * a->T + t) * a->Hk + hk) * a->Dk;
+    blk_prefetch_range((const char *)a->q + qk_row * ds, a->Dk * ds);
+    blk_prefetch_range((const char *)a->k + qk_row * ds, a->Dk * ds);
+    for (int64_t hh = 0; hh < G; ++hh) {
+        const int64_t v_row = ((b * a->T + t) * a->Hv + hk * G + hh) * a->Dv + c0;
+        blk_prefetch_range((const char *)a->v + v_row * ds, gcols * ds);
+    }
+    if (a->gate_kind == GDN_GATE_VECTOR)
+        blk_prefetch_range(a->gate + ((b * a->T + t) * a->Hv + hk * G) * a->Dk, G * a->Dk * 4);
+}
+
+/* Where one block of an item is: value head hh of the item (0 .. G-1), column block lb of the item. */
+typedef struct blk_unit {
+    int64_t hh, lb;
+} blk_unit;
+
+/* Blocks un[0 .. m-1] (m <= BLK_IL) of an item through the chunk's n live tokens, in lockstep: each token,
+ * every block runs its pass, so a block's delta never waits on the pass just issued. `prefetch_from`: the
+ * next chunk's first token, prefetched one token per step (-1: none). */
+static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk, int64_t c0, int64_t gcols,
+                            const blk_unit *un, int64_t m, int64_t n, int64_t prefetch_from) {
+    const gdn_delta_args *a = &job->p->a;
+    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols;
+    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
+    const blk_pass_fn *fns = blk_passes_for(Dk);
+    const float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
+    const float *vc = ws + job->off_v, *gbc = ws + job->off_gb;
+    float *yc = ws + job->off_y;
+    const BLK_VEC scale = blk_vbcast(a->scale);
+    blk_pass ps[BLK_IL];
+    blk_part kv[BLK_IL];
+    int64_t col[BLK_IL]; /* the block's columns in a token's v and y chunk rows */
+    memset(ps, 0, sizeof ps);
+    for (int64_t s = 0; s < m; ++s) {
+        /* kv of the chunk's first live token: tree(S . k) (vector gate: . g k) */
+        col[s] = un[s].hh * job->hcols + un[s].lb * BLK_COLS;
+        ps[s].S = ws + (un[s].hh * job->nb + un[s].lb) * Dk * BLK_COLS;
+        ps[s].Dk = Dk;
+        ps[s].c = job->p->dk_lane;
+        ps[s].kn = vgate ? gkc + un[s].hh * Dk : kc;
+        kv[s] = fns[BLK_KV](&ps[s]);
+    }
+    for (int64_t u = 0; u < n; ++u) {
+        const int last = u + 1 == n;
+        if (prefetch_from >= 0) blk_prefetch_token(a, G, b, hk, c0, gcols, prefetch_from + u);
+        for (int64_t s = 0; s < m; ++s) {
+            blk_pass *P = &ps[s];
+            const int64_t hh = un[s].hh, un_next = last ? u : u + 1;
+            const float *gb = gbc + (u * G + hh) * 2;
+            P->k = kc + u * Dk;
+            P->q = qc + u * Dk;
+            P->gv = gvc + (u * G + hh) * Dk;
+            P->kn = vgate ? gkc + (un_next * G + hh) * Dk : kc + un_next * Dk;
+            P->g = blk_vbcast(gb[0]);
+            /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
+            const BLK_VEC beta = blk_vbcast(gb[1]);
+            for (int v = 0; v < BLK_NV; ++v) {
+                const BLK_VEC vv = blk_vload(vc + u * vstride + col[s] + v * BLK_VW);
+                P->d[v] = blk_vmul(blk_vsub(vv, vgate ? kv[s].n[v] : blk_vmul(P->g, kv[s].n[v])), beta);
+            }
+            /* update and readout of this token, fused with the kv of the next live token */
+            kv[s] = fns[(last ? BLK_UPDATE : BLK_FUSED) + (vgate ? 2 : 0)](P);
+            /* y = tree(S' . q) * scale, into the chunk's y rows */
+            for (int v = 0; v < BLK_NV; ++v)
+                blk_vstore(yc + u * vstride + col[s] + v * BLK_VW, blk_vmul(kv[s].o[v], scale));
+        }
+    }
+    if (prefetch_from >= 0)
+        for (int64_t u = n; u < job->tc; ++u) blk_prefetch_token(a, G, b, hk, c0, gcols, prefetch_from + u);
+}
+
+/* One work item: (b, hk, a group of column blocks) for the G value heads of hk, over the whole window. */
 static void blk_item(void *ctx, int64_t item, int worker) {
     const blk_job *job = ctx;
     const gdn__problem *p = job->p;
     const gdn_delta_args *a = &p->a;
-    const int64_t grp = item % job->groups, bh = item / job->groups, b = bh / a->Hv, h = bh % a->Hv;
-    const int64_t hk = h / p->group, Dk = a->Dk, Dv = a->Dv, T = a->T;
+    const int64_t G = p->group, grp = item % job->groups, bk = item / job->groups, b = bk / a->Hk, hk = bk % a->Hk;
+    const int64_t Dk = a->Dk, Dv = a->Dv, T = a->T, h0 = hk * G, hcols = job->hcols, vstride = G * hcols;
     const int64_t blk0 = grp * job->nb, nblk = blk_min(job->nb, job->blocks - blk0);
-    const int64_t c0 = blk0 * BLK_COLS, gcols = blk_min(nblk * BLK_COLS, Dv - c0), vstride = job->nb * BLK_COLS;
+    const int64_t c0 = blk0 * BLK_COLS, gcols = blk_min(nblk * BLK_COLS, Dv - c0);
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     float *ws = job->ws + (size_t)worker * job->ws_stride, *S = ws;
     float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
-    float *vc = ws + job->off_v;
+    float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
-    float gsc[BLK_MAX_TC], bsc[BLK_MAX_TC];
 
-    /* S[blk][i][jj] = state_in(b, h, i, c0 + blk*BLK_COLS + jj); zero past Dv and without state_in */
-    for (int64_t blk = 0; blk < nblk; ++blk)
-        for (int64_t i = 0; i < Dk; ++i)
-            for (int64_t jj = 0; jj < BLK_COLS; ++jj) {
-                const int64_t j = c0 + blk * BLK_COLS + jj;
-                S[(blk * Dk + i) * BLK_COLS + jj] =
-                    a->state_in && j < Dv ? a->state_in[gdn__state_index(a, b, h, i, j)] : 0.0f;
-            }
+    /* S[hh][blk][i][jj] = state_in(b, h0 + hh, i, c0 + blk*BLK_COLS + jj); zero past Dv or without state_in */
+    for (int64_t hh = 0; hh < G; ++hh)
+        for (int64_t blk = 0; blk < nblk; ++blk)
+            for (int64_t i = 0; i < Dk; ++i)
+                for (int64_t jj = 0; jj < BLK_COLS; ++jj) {
+                    const int64_t j = c0 + blk * BLK_COLS + jj;
+                    S[((hh * job->nb + blk) * Dk + i) * BLK_COLS + jj] =
+                        a->state_in && j < Dv ? a->state_in[gdn__state_index(a, b, h0 + hh, i, j)] : 0.0f;
+                }
 
     for (int64_t t0 = 0; t0 < T; t0 += job->tc) {
-        /* the chunk's live tokens: q, k rows as f32, g k and the gate row (vector gate), v of the group's
-         * columns (zero past Dv), g and beta; masked tokens get y = 0 */
+        /* the chunk's live tokens: q, k rows as f32; per value head: the gate row and g k (vector gate), v of
+         * the item's columns (zero past Dv), g and beta. Masked tokens get y = 0. */
         const int64_t t1 = blk_min(T, t0 + job->tc);
         int64_t n = 0;
         for (int64_t t = t0; t < t1; ++t) {
-            const int64_t y_row = ((b * T + t) * a->Hv + h) * Dv + c0;
             if (!gdn__token_live(a, b, t)) {
-                for (int64_t j = 0; j < gcols; ++j) gdn__store(a->y, a->dtype, y_row + j, 0.0f);
+                for (int64_t hh = 0; hh < G; ++hh)
+                    for (int64_t j = 0; j < gcols; ++j)
+                        gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h0 + hh) * Dv + c0 + j, 0.0f);
                 continue;
             }
             const int64_t qk_row = ((b * T + t) * a->Hk + hk) * Dk;
-            float *q = qc + n * Dk, *k = kc + n * Dk, *vr = vc + n * vstride;
-            gdn__load_row(q, a->q, a->dtype, qk_row, Dk);
-            gdn__load_row(k, a->k, a->dtype, qk_row, Dk);
-            if (vgate) {
-                const float *gv = a->gate + ((b * T + t) * a->Hv + h) * Dk;
-                for (int64_t i = 0; i < Dk; ++i) {
-                    gvc[n * Dk + i] = gv[i];
-                    gkc[n * Dk + i] = gv[i] * k[i];
+            float *k = kc + n * Dk;
+            blk_load_row(qc + n * Dk, a->q, a->dtype, qk_row, Dk);
+            blk_load_row(k, a->k, a->dtype, qk_row, Dk);
+            for (int64_t hh = 0; hh < G; ++hh) {
+                const int64_t h = h0 + hh;
+                float *vr = vc + n * vstride + hh * hcols;
+                blk_load_row(vr, a->v, a->dtype, ((b * T + t) * a->Hv + h) * Dv + c0, gcols);
+                for (int64_t j = gcols; j < nblk * BLK_COLS; ++j) vr[j] = 0.0f;
+                if (vgate) {
+                    const float *gv = a->gate + ((b * T + t) * a->Hv + h) * Dk;
+                    float *gvr = gvc + (n * G + hh) * Dk, *gkr = gkc + (n * G + hh) * Dk;
+                    for (int64_t i = 0; i < Dk; ++i) {
+                        gvr[i] = gv[i];
+                        gkr[i] = gv[i] * k[i];
+                    }
                 }
+                gbc[(n * G + hh) * 2] = vgate ? 0.0f : gdn__scalar_gate(a, b, t, h);
+                gbc[(n * G + hh) * 2 + 1] = gdn__beta(a, b, t, h);
             }
-            for (int64_t j = 0; j < nblk * BLK_COLS; ++j) vr[j] = j < gcols ? gdn__load(a->v, a->dtype, y_row + j) : 0.0f;
-            gsc[n] = vgate ? 0.0f : gdn__scalar_gate(a, b, t, h);
-            bsc[n] = gdn__beta(a, b, t, h);
             live[n++] = t;
         }
         if (n == 0) continue;
-        for (int64_t blk = 0; blk < nblk; blk += BLK_IL)
-            blk_chunk_blocks(job, ws, S, b, h, c0, blk, blk_min(BLK_IL, nblk - blk), live, gsc, bsc, n);
+        /* the item's G * nblk blocks, BLK_IL at a time; the first group prefetches the next chunk */
+        blk_unit un[BLK_IL];
+        int64_t m = 0, first = 1;
+        for (int64_t hh = 0; hh < G; ++hh)
+            for (int64_t blk = 0; blk < nblk; ++blk) {
+                un[m++] = (blk_unit){hh, blk};
+                if (m == BLK_IL || (hh == G - 1 && blk == nblk - 1)) {
+                    blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, n, first ? t1 : -1);
+                    m = 0;
+                    first = 0;
+                }
+            }
+        /* the chunk's y rows out, rounded to the dtype */
+        for (int64_t u = 0; u < n; ++u)
+            for (int64_t hh = 0; hh < G; ++hh)
+                blk_store_row(a->y, a->dtype, ((b * T + live[u]) * a->Hv + h0 + hh) * Dv + c0,
+                              yc + u * vstride + hh * hcols, gcols, job->stream);
     }
+    if (job->stream) blk_stream_fence();
 
     if (a->state_out)
-        for (int64_t blk = 0; blk < nblk; ++blk)
-            for (int64_t i = 0; i < Dk; ++i)
-                for (int64_t jj = 0; jj < BLK_COLS && c0 + blk * BLK_COLS + jj < Dv; ++jj)
-                    a->state_out[gdn__state_index(a, b, h, i, c0 + blk * BLK_COLS + jj)] =
-                        S[(blk * Dk + i) * BLK_COLS + jj];
+        for (int64_t hh = 0; hh < G; ++hh)
+            for (int64_t blk = 0; blk < nblk; ++blk)
+                for (int64_t i = 0; i < Dk; ++i)
+                    for (int64_t jj = 0; jj < BLK_COLS && c0 + blk * BLK_COLS + jj < Dv; ++jj)
+                        a->state_out[gdn__state_index(a, b, h0 + hh, i, c0 + blk * BLK_COLS + jj)] =
+                            S[((hh * job->nb + blk) * Dk + i) * BLK_COLS + jj];
 }
 
-/* The kernel. One workspace per call (per worker: the item's state, the chunk's rows), allocated before
+/* The kernel. One workspace per call (per worker: an item's state and a chunk's rows), allocated before
  * anything is written. */
 static gdn_status blk_run(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     if (a->Dk > BLK_MAX_DK) return GDN_ERR_INELIGIBLE;
+    const int64_t G = p->group, Dk = a->Dk;
+    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     blk_job job;
     memset(&job, 0, sizeof job);
     job.p = p;
     job.blocks = (a->Dv + BLK_COLS - 1) / BLK_COLS;
-    /* blocks per item: the state of an item fits BLK_GROUP_FLOATS; at least 2 items per thread when possible */
-    job.nb = blk_min(job.blocks, BLK_GROUP_FLOATS / (a->Dk * BLK_COLS));
-    const int64_t heads = a->B * a->Hv, want = (2 * (int64_t)p->threads + heads - 1) / heads;
-    if (want > 1) job.nb = blk_min(job.nb, (job.blocks + want - 1) / want);
-    if (job.nb < 1) job.nb = 1;
+    /* blocks per item: the item's state within BLK_STATE_FLOATS; at least 2 items per thread when possible */
+    job.nb = blk_max(1, blk_min(job.blocks, BLK_STATE_FLOATS / (G * Dk * BLK_COLS)));
+    const int64_t keyheads = a->B * a->Hk, want = (2 * (int64_t)p->threads + keyheads - 1) / keyheads;
+    if (want > 1) job.nb = blk_max(1, blk_min(job.nb, (job.blocks + want - 1) / want));
     job.groups = (job.blocks + job.nb - 1) / job.nb;
-    job.tc = blk_min(blk_min(BLK_CHUNK_FLOATS / a->Dk, BLK_GROUP_FLOATS / (job.nb * BLK_COLS)), blk_min(a->T, BLK_MAX_TC));
-    if (job.tc < 1) job.tc = 1;
+    job.hcols = job.nb * BLK_COLS;
+    job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
+    /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y rows (and vector gate rows) too */
+    int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
+    tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * job.hcols));
+    if (vgate) tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * Dk));
+    job.tc = blk_max(1, tc);
 
-    const size_t state = blk_round((size_t)(job.nb * a->Dk * BLK_COLS)), rows = blk_round((size_t)(job.tc * a->Dk));
-    const size_t vrows = blk_round((size_t)(job.tc * job.nb * BLK_COLS));
-    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
+    const size_t state = blk_round((size_t)(G * job.nb * Dk * BLK_COLS)), rows = blk_round((size_t)(job.tc * Dk));
+    const size_t grows = vgate ? blk_round((size_t)(job.tc * G * Dk)) : 0;
+    const size_t vrows = blk_round((size_t)(job.tc * G * job.hcols));
     job.off_q = state;
     job.off_k = job.off_q + rows;
     job.off_gv = job.off_k + rows;
-    job.off_gk = job.off_gv + (vgate ? rows : 0);
-    job.off_v = job.off_gk + (vgate ? rows : 0);
-    job.ws_stride = job.off_v + vrows;
+    job.off_gk = job.off_gv + grows;
+    job.off_v = job.off_gk + grows;
+    job.off_y = job.off_v + vrows;
+    job.off_gb = job.off_y + vrows;
+    job.ws_stride = job.off_gb + blk_round((size_t)(job.tc * G * 2));
     job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(a->B * a->Hv * job.groups, p->threads, blk_item, &job);
+    gdn__parallel_for(a->B * a->Hk * job.groups, p->threads, blk_item, &job);
     free(job.ws);
     return GDN_OK;
 }

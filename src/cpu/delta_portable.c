@@ -2,6 +2,7 @@
  * AVX2. A "vector" is a struct of 8 floats (8 value columns per block); every operation is the scalar IEEE
  * operation per element, fma through fmaf. */
 #include <math.h>
+#include <string.h>
 
 #include "gdn_internal.h"
 
@@ -62,6 +63,9 @@ static inline portable_vec portable_add(portable_vec a, portable_vec b) {
 #define blk_vmul(a, b) portable_mul((a), (b))
 #define blk_vsub(a, b) portable_sub((a), (b))
 #define blk_vadd(a, b) portable_add((a), (b))
+#define blk_prefetch(p) ((void)(p))
+#define blk_stream(dst, src, bytes) memcpy((dst), (src), (bytes))
+#define blk_stream_fence() ((void)0)
 #include "cpu/delta_blocked.h"
 
 gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }
