@@ -22,6 +22,12 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
              --fmad=false -Xptxas -v -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings \
              -Iinclude -Isrc
+# PIC=1: position-independent objects, for build/pic/libgdn.so (`make shared`, the Python binding's library)
+PIC ?= 0
+ifeq ($(PIC),1)
+CFLAGS_BASE += -fPIC
+NVCC_FLAGS += -Xcompiler -fPIC
+endif
 
 LIB_SRC = src/gdn.c src/router.c src/ref/ref.c src/cpu/pool.c src/cpu/cpu_features.c \
           src/cpu/delta_portable.c src/cpu/delta_avx2.c
@@ -35,10 +41,16 @@ endif
 TEST_SRC = $(wildcard tests/*.c)
 TOOL_SRC = $(wildcard tools/*.c)
 
-.PHONY: all lib run test sanitize fuzz bench clean
+.PHONY: all lib shared run test sanitize fuzz bench clean
 all: $(BUILD)/gdn $(BUILD)/test_gdn
 
 lib: $(BUILD)/libgdn.a
+
+shared:
+	$(MAKE) BUILD=build/pic PIC=1 build/pic/libgdn.so
+
+$(BUILD)/libgdn.so: $(LIB_OBJ)
+	$(CC) -shared $^ -o $@ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,9 +62,10 @@ $(BUILD)/src/cpu/delta_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 $(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 ifeq ($(GDN_CUDA),1)
 $(BUILD)/tools/gdn_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
+$(BUILD)/tests/test_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
 endif
 
-$(BUILD)/%.cu.o: %.cu src/gdn_internal.h src/common/gdn_math.h include/gdn.h
+$(BUILD)/%.cu.o: %.cu $(wildcard src/cuda/*.cuh) src/gdn_internal.h src/common/gdn_math.h include/gdn.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@ 2> $(@:.o=.ptxas.log) || { cat $(@:.o=.ptxas.log); exit 1; }
 

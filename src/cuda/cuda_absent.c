@@ -9,3 +9,15 @@ int gdn__cuda_decode_eligible(const gdn__problem *p) { return p == NULL; }
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_packed(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
+gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant) {
+    return p && variant >= 0 ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER;
+}
+gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
+    return p && ncol >= 0 ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER;
+}
+gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel, int variant) {
+    gdn__problem p;
+    gdn_status s = gdn__validate(args, &p);
+    if (s != GDN_OK) return s;
+    return kernel && variant >= 0 ? GDN_ERR_NO_DEVICE : GDN_ERR_INELIGIBLE;
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine: builds libgdn for sm_90 (PIC objects: build/pic/libgdn.a and .so), runs the
+# CUDA tests (every CUDA kernel bitwise against the CPU ref), the tests under compute-sanitizer (memcheck,
+# racecheck, synccheck), and the side-by-side benchmark with flash-linear-attention. Logs and JSON go under $OUT;
+# a short table is printed last.
+#
+#   scripts/gpu_run.sh [all|test|sanitize|bench|quick]   (default all; quick = tests + a short benchmark)
+#
+# FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gdn_gpu_out}
+mkdir -p "$OUT"
+MODE=${1:-all}
+J=$(nproc)
+export GDN_THREADS=$J PYTHONUNBUFFERED=1
+if [[ -d /usr/local/cuda/lib64 ]]; then CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; else CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}; fi
+CUDA_INC=$CUDA_HOME/include
+status=0
+
+{
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,power.limit --format=csv
+    nvcc --version | tail -2
+    uname -r
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+# ---- build ----
+t0=$(date +%s)
+if ! make -j"$J" BUILD=build/pic PIC=1 build/pic/libgdn.a build/pic/libgdn.so > "$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"
+    exit 1
+fi
+gcc -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -Iinclude -Isrc -Itests -DGDN_HAVE_CUDA \
+    -I"$CUDA_INC" tests/harness.c tests/test_cuda.c build/pic/libgdn.a -o build/pic/test_cuda \
+    -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+python3 - build/pic/src/cuda/*.ptxas.log > "$OUT/ptxas.txt" <<'PY'
+import re, sys
+for f in sys.argv[1:]:
+    name = None
+    for line in open(f):
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m: name = m.group(1)
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m: frame = m.groups()
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name:
+            print("%-72s regs %4s  stack %3s  spill st %3s ld %3s" % (name[:72], m.group(1), *frame))
+PY
+echo "ptxas: $(grep -c regs "$OUT/ptxas.txt") kernels, $(awk '$5 != 0 || $8 != 0' "$OUT/ptxas.txt" | wc -l) with spills or stack"
+
+# ---- tests ----
+if [[ $MODE == all || $MODE == test || $MODE == quick ]]; then
+    t0=$(date +%s)
+    ./build/pic/test_cuda > "$OUT/test.log" 2>&1 || status=1
+    echo "test: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test.log")"
+    grep -E "cuda:|FAIL|mismatch" "$OUT/test.log" | head -20
+fi
+
+# ---- compute-sanitizer: small cases ----
+if [[ $MODE == all || $MODE == sanitize ]]; then
+    for tool in memcheck racecheck synccheck; do
+        t0=$(date +%s)
+        GDN_TEST_CUDA_CASES=${SAN_CASES:-12} GDN_TEST_CUDA_MAXCOST=2e6 \
+            compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/pic/test_cuda cuda_kernels > "$OUT/sanitize_$tool.log" 2>&1
+        rc=$?
+        [[ $rc == 0 ]] || status=1
+        echo "compute-sanitizer $tool: rc $rc, $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|passed' "$OUT/sanitize_$tool.log" | tr '\n' ' ')"
+    done
+fi
+
+# ---- profile: ncu on a few kernels, SASS of the packed kernels ----
+if [[ $MODE == profile ]]; then
+    t0=$(date +%s)
+    ncu --clock-control none --kernel-name regex:gdn_delta --launch-skip 0 --launch-count 8 \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
+        python3 bench/gpu_compare.py --out /dev/null --profile > "$OUT/ncu.txt" 2>&1 || status=1
+    ncu --clock-control none --kernel-name regex:gdn_delta_packed --launch-skip 1 --launch-count 1 --set full \
+        --import-source no -o /tmp/gdn_v0 python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
+    ncu -i /tmp/gdn_v0.ncu-rep --page source --csv --print-source sass > "$OUT/v0_source.csv" 2>&1
+    cuobjdump -sass build/pic/src/cuda/delta_packed.cu.o | awk '/Function : .*ILi4ELi1ELi4ELb0ELi4E/,/Function : .*ILi2ELi1ELi4ELb0ELi4E/' > "$OUT/v0.sass" 2>&1
+    cuobjdump -sass build/pic/src/cuda/delta_warp.cu.o | awk '/Function : .*ILi2ELb0ELi4ELi8ELb1E/,/Function : .*ILi2ELb0ELi4ELi4ELb1E/' > "$OUT/decode.sass" 2>&1
+    echo "profile: $(( $(date +%s) - t0 )) s"
+    grep -E "Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|Memory Throughput|DRAM Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
+fi
+
+# ---- benchmark ----
+if [[ $MODE == all || $MODE == bench || $MODE == quick ]]; then
+    if ls .whl/*.whl > /dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+            && export PYTHONPATH=/tmp/site
+    fi
+    t0=$(date +%s)
+    quick=""
+    [[ $MODE == quick ]] && quick="--quick"
+    python3 bench/gpu_compare.py --out "$OUT/h200_bench.json" $quick > "$OUT/bench.log" 2>&1 || status=1
+    echo "bench: $(( $(date +%s) - t0 )) s"
+    sed -n '/^shape /,$p' "$OUT/bench.log"
+    grep -E "Error|Traceback|failed" "$OUT/bench.log" | head -5
+fi
+exit $status

@@ -1,0 +1,94 @@
+/* Device-side building blocks shared by the CUDA kernels: input loads per dtype, the contract's gate, beta and
+ * butterfly, and the launch plumbing. Every float operation is an explicit IEEE intrinsic (__fmaf_rn,
+ * __fmul_rn, __fadd_rn, __fsub_rn), so the order is the contract's whatever the compiler flags. */
+#ifndef GDN_CUDA_CUH
+#define GDN_CUDA_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "gdn_internal.h"
+
+#define GDN_FULL_MASK 0xffffffffu
+
+/* The problem as the kernels read it: plain values and device pointers. */
+struct gdn_dev_args {
+    int64_t B, T, Hk, Hv, Dk, Dv, group;
+    int dk_lane; /* ceil(Dk / 32) */
+    int dtype, gate_kind, beta_kind, layout;
+    const void *q, *k, *v;
+    void *y;
+    const float *gate, *A_log, *dt_bias, *beta;
+    const uint8_t *mask;
+    const float *state_in;
+    float *state_out;
+    float scale;
+};
+
+static inline gdn_dev_args gdn_dev_args_of(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    gdn_dev_args d;
+    d.B = a->B; d.T = a->T; d.Hk = a->Hk; d.Hv = a->Hv; d.Dk = a->Dk; d.Dv = a->Dv; d.group = p->group;
+    d.dk_lane = (int)p->dk_lane;
+    d.dtype = (int)a->dtype; d.gate_kind = (int)a->gate_kind; d.beta_kind = (int)a->beta_kind;
+    d.layout = (int)a->state_layout;
+    d.q = a->q; d.k = a->k; d.v = a->v; d.y = a->y;
+    d.gate = a->gate; d.A_log = a->A_log; d.dt_bias = a->dt_bias; d.beta = a->beta; d.mask = a->mask;
+    d.state_in = a->state_in; d.state_out = a->state_out; d.scale = a->scale;
+    return d;
+}
+
+/* Element idx of a q/k/v tensor of dtype DT, exactly as f32. */
+template <int DT>
+__device__ __forceinline__ float gdn_ld(const void *base, int64_t idx) {
+    if (DT == GDN_F16) return gdn__f16_to_f32(__ldg((const unsigned short *)base + idx));
+    if (DT == GDN_BF16) return gdn__bf16_to_f32(__ldg((const unsigned short *)base + idx));
+    return __ldg((const float *)base + idx);
+}
+
+/* Stores x into y[idx], rounded to the dtype (nearest even). */
+__device__ __forceinline__ void gdn_st(void *base, int dtype, int64_t idx, float x) {
+    if (dtype == GDN_F16) ((uint16_t *)base)[idx] = gdn__f32_to_f16(x);
+    else if (dtype == GDN_BF16) ((uint16_t *)base)[idx] = gdn__f32_to_bf16(x);
+    else ((float *)base)[idx] = x;
+}
+
+/* The scalar decay of a raw gate value x of head h (not for the vector gate). */
+__device__ __forceinline__ float gdn_gate_of(const gdn_dev_args &a, float x, int64_t h) {
+    if (a.gate_kind == GDN_GATE_LOG_DECAY) return gdn_expf(x);
+    if (a.gate_kind == GDN_GATE_RAW) return gdn_raw_gate(x, a.A_log[h], a.dt_bias[h]);
+    return x;
+}
+
+__device__ __forceinline__ float gdn_beta_of(const gdn_dev_args &a, float x) {
+    return a.beta_kind == GDN_BETA_LOGIT ? gdn_sigmoidf(x) : x;
+}
+
+/* The butterfly levels m = FROM, 2 FROM, ..., 16 across the warp: p <- p + p(lane xor m). Summed with the
+ * lane's own value first; IEEE addition commutes, so every lane holds the contract's lane-0 value. */
+template <int FROM>
+__device__ __forceinline__ float gdn_warp_tree(float p) {
+#pragma unroll
+    for (int m = FROM; m < 32; m <<= 1) p = __fadd_rn(p, __shfl_xor_sync(GDN_FULL_MASK, p, m));
+    return p;
+}
+
+/* The butterfly levels m = 1 .. N/2 inside one thread over N consecutive lane partials: x[i] <- x[i] + x[i+m]
+ * for i a multiple of 2m; the result is x[0]. */
+template <int N>
+__device__ __forceinline__ float gdn_reg_tree(float *x) {
+#pragma unroll
+    for (int m = 1; m < N; m <<= 1)
+#pragma unroll
+        for (int i = 0; i < N; i += 2 * m) x[i] = __fadd_rn(x[i], x[i + m]);
+    return x[0];
+}
+
+/* After a launch: GDN_OK, or GDN_ERR_DEVICE when the launch failed. */
+static inline gdn_status gdn_launch_status(void) {
+    return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
+static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+#endif
