@@ -82,8 +82,13 @@ $(BUILD)/test_gdn: $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libgdn.a
 run: $(BUILD)/gdn
 	./$(BUILD)/gdn run
 
-test: $(BUILD)/test_gdn
+# the README's minimal program, built against the public header alone
+$(BUILD)/example_minimal: examples/minimal.c $(BUILD)/libgdn.a
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic $(filter -O% -g -f%,$(CFLAGS_BASE)) -Iinclude $< $(BUILD)/libgdn.a -o $@ $(LDLIBS)
+
+test: $(BUILD)/test_gdn $(BUILD)/example_minimal
 	./$(BUILD)/test_gdn
+	./$(BUILD)/example_minimal
 
 sanitize:
 	$(MAKE) BUILD=build/san SAN=1 GDN_CUDA=0 test

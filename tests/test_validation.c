@@ -187,6 +187,8 @@ TEST(validation_overlaps) {
     EXPECT(GDN_ERR_OVERLAP, "state_out over the last float of state_in", a.state_out = AT(S_SIN, state_bytes - 4));
     EXPECT(GDN_OK, "state_out right after state_in", a.state_out = AT(S_SIN, state_bytes));
     EXPECT(GDN_OK, "state_out == state_in (in place)", a.state_out = (float *)a.state_in);
+    EXPECT(GDN_ERR_OVERLAP, "in place, with the state on q", a.state_in = (const float *)a.q; a.state_out = (float *)a.q);
+    EXPECT(GDN_ERR_OVERLAP, "in place, with the state on beta", a.state_in = a.beta; a.state_out = (float *)a.beta);
     EXPECT(GDN_ERR_OVERLAP, "in place, with y on the state", a.state_out = (float *)a.state_in; a.y = AT(S_SIN, 8));
     /* inputs may alias each other */
     EXPECT(GDN_OK, "q == k", a.k = a.q);
