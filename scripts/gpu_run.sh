@@ -62,7 +62,7 @@ fi
 if [[ $MODE == all || $MODE == sanitize ]]; then
     for tool in memcheck racecheck synccheck; do
         t0=$(date +%s)
-        GDN_TEST_CUDA_CASES=${SAN_CASES:-12} GDN_TEST_CUDA_MAXCOST=2e6 \
+        GDN_TEST_CUDA_CASES=${SAN_CASES:-12} GDN_TEST_CUDA_MAXCOST=2e6 timeout "${SAN_TIMEOUT:-150}" \
             compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/pic/test_cuda cuda_kernels > "$OUT/sanitize_$tool.log" 2>&1
         rc=$?
         [[ $rc == 0 ]] || status=1

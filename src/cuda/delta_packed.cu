@@ -216,14 +216,15 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     bool pend = false;
     int pend_tt = 0;
     int64_t pend_row = 0;
-    auto readout = [&](int qtt, float *o) {
-        const float *qrow = qs + qtt * DK + r * E;
-        float qv[E], op[P][N];
+    auto load_row = [&](float *dst, const float *row) {
 #pragma unroll
         for (int e4 = 0; e4 < E; e4 += 4) {
-            const float4 q4 = *(const float4 *)(qrow + e4);
-            qv[e4] = q4.x; qv[e4 + 1] = q4.y; qv[e4 + 2] = q4.z; qv[e4 + 3] = q4.w;
+            const float4 x = *(const float4 *)(row + e4);
+            dst[e4] = x.x; dst[e4 + 1] = x.y; dst[e4 + 2] = x.z; dst[e4 + 3] = x.w;
         }
+    };
+    auto readout_regs = [&](const float *qv, float *o) {
+        float op[P][N];
         /* partial c sums its C keys ascending; the N partials (and P columns) interleave for ILP */
 #pragma unroll
         for (int i = 0; i < C; ++i)
@@ -235,6 +236,15 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
 #pragma unroll
         for (int p = 0; p < P; ++p) o[p] = __fmul_rn(gdn_warp_tree<N>(gdn_reg_tree<N>(op[p])), a.scale);
     };
+    auto readout = [&](int qtt, float *o) {
+        float qv[E];
+        load_row(qv, qs + qtt * DK + r * E);
+        readout_regs(qv, o);
+    };
+    /* q of the pending token, loaded once its update is issued (registers), read by the next live token */
+    float q_pend[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) q_pend[e] = 0.0f;
     auto store_y = [&](bool on, int64_t row, const float *o) {
 #pragma unroll
         for (int p = 0; p < P; ++p)
@@ -282,9 +292,12 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             float v[P];
 #pragma unroll
             for (int p = 0; p < P; ++p) v[p] = jv[p] ? vs[tt * CB + jl + p] : 0.0f;
-            /* the previous token's readout (a dummy row when none is pending) beside this token's kv tree */
+            float kn[E];
+            load_row(kn, knext);
+            /* the previous token's readout (stale registers when none is pending: not stored) beside this token's
+             * kv tree */
             float o[P], delta[P];
-            readout(pend ? pend_tt : tt, o);
+            readout_regs(q_pend, o);
 #pragma unroll
             for (int p = 0; p < P; ++p) {
                 const float kv = gdn_warp_tree<N>(gdn_reg_tree<N>(kvp[p]));
@@ -296,9 +309,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             float wn[E];
 #pragma unroll
             for (int e4 = 0; e4 < E; e4 += 4) {
-                const float4 k4 = *(const float4 *)(knext + e4);
                 float gc[4] = {g, g, g, g};
-                const float kn[4] = {k4.x, k4.y, k4.z, k4.w};
                 if (VEC) {
                     const float4 g4 = *(const float4 *)(gvs + tt * DK + r * E + e4);
                     gc[0] = g4.x; gc[1] = g4.y; gc[2] = g4.z; gc[3] = g4.w;
@@ -308,13 +319,13 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
 #pragma unroll
                     for (int p = 0; p < P; ++p)
                         s[p][e4 + i] = __fmaf_rn(gc[i], s[p][e4 + i], __fmul_rn(kc[e4 + i], delta[p]));
-                    kc[e4 + i] = kn[i];
-                    wn[e4 + i] = kn[i];
+                    kc[e4 + i] = kn[e4 + i];
+                    wn[e4 + i] = kn[e4 + i];
                 }
                 if (VEC) {
                     const float4 n4 = *(const float4 *)(gvs + (tt + 1) * DK + r * E + e4);
-                    wn[e4] = __fmul_rn(n4.x, kn[0]); wn[e4 + 1] = __fmul_rn(n4.y, kn[1]);
-                    wn[e4 + 2] = __fmul_rn(n4.z, kn[2]); wn[e4 + 3] = __fmul_rn(n4.w, kn[3]);
+                    wn[e4] = __fmul_rn(n4.x, kn[e4]); wn[e4 + 1] = __fmul_rn(n4.y, kn[e4 + 1]);
+                    wn[e4 + 2] = __fmul_rn(n4.z, kn[e4 + 2]); wn[e4 + 3] = __fmul_rn(n4.w, kn[e4 + 3]);
                 }
             }
 #pragma unroll
@@ -324,6 +335,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
 #pragma unroll
                     for (int p = 0; p < P; ++p)
                         kvp[p][c] = __fmaf_rn(s[p][c * C + i], wn[c * C + i], i == 0 ? 0.0f : kvp[p][c]);
+            load_row(q_pend, qs + tt * DK + r * E);
             pend = true;
             pend_tt = tt;
             pend_row = yrow;
@@ -367,7 +379,8 @@ static gdn_status gdn_launch_packed(const gdn__problem *p) {
     constexpr int N = 32 / L, CB = W * N * P;
     const gdn_dev_args a = gdn_dev_args_of(p);
     const int ds = (int)p->dtype_size, limit = gdn_smem_optin();
-    int tc = 64;
+    int tc = 8; /* the smallest of 8, 16, 32, 64 tokens that holds the window: small windows, small blocks */
+    while (tc < 64 && tc < a.T) tc *= 2;
     while (tc > 4 && gdn_packed_layout(32 * C, CB, tc, ds, VEC).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
     const int bytes = gdn_packed_layout(32 * C, CB, tc, ds, VEC).total;
     if (bytes > limit) return GDN_ERR_INELIGIBLE;
@@ -400,13 +413,11 @@ static gdn_status gdn_packed_variant(const gdn__problem *p, int variant) {
         switch (variant) {
         case 1: return gdn_launch_packed<8, 1, 4, VEC, 4>(p);
         case 2: return gdn_launch_packed<8, 2, 4, VEC, 4>(p);
-        case 4: return gdn_launch_packed<2, 1, 4, VEC, 4>(p);
         case 5: return gdn_launch_packed<4, 1, 4, VEC, 2>(p);
         default: return gdn_launch_packed<4, 1, 4, VEC, 4>(p);
         }
     default:
         switch (variant) {
-        case 1: return gdn_launch_packed<4, 1, 8, VEC, 4>(p);
         case 2: return gdn_launch_packed<16, 2, 8, VEC, 4>(p);
         default: return gdn_launch_packed<8, 1, 8, VEC, 4>(p);
         }

@@ -79,10 +79,10 @@ __device__ __forceinline__ void gdn_warp_tree_n(float *p) {
         for (int n = 0; n < NCOL; ++n) p[n] = __fadd_rn(p[n], __shfl_xor_sync(GDN_FULL_MASK, p[n], m));
 }
 
-/* decode with up to 32 state elements per lane: at least 5 blocks of 4 warps per SM (<= 102 registers), for loads
+/* decode for Dk <= 128 (<= 32 state elements per lane): at least 5 blocks of 4 warps per SM (<= 102 registers), for loads
  * in flight */
 template <int DT, bool VEC, int CM, int NCOL, bool EXACT>
-__global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && NCOL * CM <= 32 ? 5 : 1) gdn_delta_warp_kernel(gdn_dev_args a) {
+__global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 5 : 1) gdn_delta_warp_kernel(gdn_dev_args a) {
     /* grid: x = b * Hv + h, y = blocks of 4 column groups (32-bit index math) */
     const int lane = threadIdx.x & 31;
     const unsigned bh32 = blockIdx.x, b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
