@@ -179,6 +179,7 @@ typedef struct blk_job {
 #define BLK_MAX_TC 256
 #define BLK_STREAM_BYTES (8.0 * 1024 * 1024) /* y at least this large goes out around the caches */
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
+#define BLK_PF_GROUPS 2        /* the next chunk is prefetched this many block groups before the chunk ends */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -218,14 +219,15 @@ static void blk_store_row(void *base, gdn_dtype dtype, int64_t idx, const float 
     }
 }
 
-/* Prefetches the bytes [p, p + n). */
-static void blk_prefetch_range(const void *p, int64_t n) {
+/* Prefetches the bytes [p, p + n). Inlined: GCC takes an out-of-line function made only of prefetches for
+ * const and drops its calls. */
+BLK_INLINE void blk_prefetch_range(const void *p, int64_t n) {
     for (int64_t o = 0; o < n; o += 64) blk_prefetch((const char *)p + o);
 }
 
 /* Prefetches what token t (of the next chunk) reads: q, k rows of hk, the item's columns of v for its G value
  * heads from h0, their gate rows (vector gate). */
-static void blk_prefetch_token(const gdn_delta_args *a, int64_t G, int64_t b, int64_t hk, int64_t c0,
+BLK_INLINE void blk_prefetch_token(const gdn_delta_args *a, int64_t G, int64_t b, int64_t hk, int64_t c0,
                                int64_t gcols, int64_t t) {
     if (t >= a->T) return;
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2, qk_row = ((b * a->T + t) * a->Hk + hk) * a->Dk;
@@ -359,18 +361,16 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             live[n++] = t;
         }
         if (n == 0) continue;
-        /* the item's G * nblk blocks, BLK_IL at a time; the first group prefetches the next chunk */
-        blk_unit un[BLK_IL];
-        int64_t m = 0, first = 1;
-        for (int64_t hh = 0; hh < G; ++hh)
-            for (int64_t blk = 0; blk < nblk; ++blk) {
-                un[m++] = (blk_unit){hh, blk};
-                if (m == BLK_IL || (hh == G - 1 && blk == nblk - 1)) {
-                    blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, n, first ? t1 : -1);
-                    m = 0;
-                    first = 0;
-                }
-            }
+        /* the item's G * nblk blocks, BLK_IL at a time; the group BLK_PF_GROUPS before the end (or the first)
+         * prefetches the next chunk */
+        const int64_t units = G * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
+        const int64_t pf_group = ngroups > BLK_PF_GROUPS ? ngroups - BLK_PF_GROUPS : 0;
+        for (int64_t x = 0; x < units; x += BLK_IL) {
+            blk_unit un[BLK_IL];
+            const int64_t m = blk_min(BLK_IL, units - x);
+            for (int64_t s = 0; s < m; ++s) un[s] = (blk_unit){(x + s) / nblk, (x + s) % nblk};
+            blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, n, x / BLK_IL == pf_group ? t1 : -1);
+        }
         /* the chunk's y rows out, rounded to the dtype */
         for (int64_t u = 0; u < n; ++u)
             for (int64_t hh = 0; hh < G; ++hh)
