@@ -1,6 +1,6 @@
 /* `gdn bench`: prefill (B=1, T in {1, 7, 64, 257, 2048, 8192}) and decode (T=1, B in {1, 8, 64, 256}) at the
- * Qwen3.6 head shape, every fast kernel (ref too where it is quick), against the machine's floors measured in
- * the same run. Each call takes the next slot of a pool of cases (inputs, y and state) whose total is 4x the
+ * Qwen3.6 head shape, the fast kernels (the other CPU kernels where they are quick), against the machine's floors
+ * measured in the same run. Each call takes the next slot of a pool of cases (inputs, y and state) whose total is 4x the
  * last-level cache, so a decode figure is a memory figure, not a cache figure. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +11,11 @@
 
 enum { HK = 16, HV = 32, D = 128, MAX_SLOTS = 256, MAX_KERNELS = 32 };
 #define REF_CHECK_TOKENS 2048 /* bitwise check against ref when B*T is at most this (ref is slow); --quick: 256 */
-#define REF_TIME_TOKENS 256   /* ref is also timed when B*T is at most this */
+#define SMALL_TOKENS 256      /* CPU kernels the router does not pick here (ref, fallbacks) are timed when B*T is at
+                               * most this; --all times them everywhere */
 
 typedef struct bench_opts {
-    int json, quick, reps;
+    int json, quick, all, reps;
     const char *kernel;
     gdn_dtype dtype;
 } bench_opts;
@@ -37,12 +38,13 @@ static size_t slot_bytes(const tool_case *c) {
 }
 
 /* Times `reps` in-place calls of CPU kernel `name`, one slot after another from slot 0, after one warm-up call
- * on the last slot (every slot was written when it was filled; slot 0 first, so it is out of the cache). */
+ * on the last slot when reps > 1 (every slot was written when it was filled; slot 0 first, so it is out of the
+ * cache). */
 static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int reps, bench_row *row) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     if (!t) return GDN_ERR_OUT_OF_MEMORY;
     gdn_status st = GDN_OK;
-    for (int i = -1; i < reps && st == GDN_OK; ++i) {
+    for (int i = reps > 1 ? -1 : 0; i < reps && st == GDN_OK; ++i) {
         tool_case *c = &slots[(i + n_slots) % n_slots];
         gdn_delta_args a = c->a;
         a.kernel = name;
@@ -61,9 +63,11 @@ static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int 
     return st;
 }
 
-/* Reps for a call that took `sec` once: about a second of timing (a fifth with --quick), at least 3. */
+/* Reps for a call that took `sec` once: about a second of timing (a fifth with --quick), at least 3; a single
+ * one when the call took more than 2 s. */
 static int auto_reps(const bench_opts *o, double sec) {
     if (o->reps > 0) return o->reps;
+    if (sec > 2.0) return 1;
     const double budget = o->quick ? 0.2 : 1.0;
     const double n = sec > 0.0 ? budget / sec : 200.0;
     return n < 3.0 ? 3 : n > 200.0 ? 200 : (int)n;
@@ -121,7 +125,9 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
     s = malloc(slots[0].state_bytes);
     if (!y_ref || !y || !s_ref || !s) goto oom;
 
-    const int checkable = B * T <= (o->quick ? REF_TIME_TOKENS : REF_CHECK_TOKENS);
+    const int checkable = B * T <= (o->quick ? SMALL_TOKENS : REF_CHECK_TOKENS);
+    const char *routed = NULL;
+    if (gdn_route(&slots[0].a, &routed) != GDN_OK) routed = NULL;
     double ref_sec = 0.0;
     if (checkable) {
         const gdn_status st = tool_cpu_call(&slots[0], "ref", y_ref, s_ref, &ref_sec);
@@ -140,7 +146,8 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         const char *name = gdn_kernel_name(i);
         const gdn_backend be = gdn_kernel_backend(i);
         const int is_ref = strcmp(name, "ref") == 0;
-        if (o->kernel ? strcmp(o->kernel, name) != 0 : is_ref && B * T > REF_TIME_TOKENS) continue;
+        const int fallback = be == GDN_BACKEND_CPU && (!routed || strcmp(name, routed) != 0);
+        if (o->kernel ? strcmp(o->kernel, name) != 0 : fallback && !o->all && B * T > SMALL_TOKENS) continue;
         bench_row *r = &rows[n_rows];
         *r = (bench_row){name, be, 0.0, 0.0, 0, 0, -1};
         gdn_status st;
@@ -171,7 +178,7 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
     for (int k = 0; k < n_rows; ++k) {
         bench_row *r = &rows[k];
         if (r->backend == GDN_BACKEND_CPU) {
-            const int reps = strcmp(r->kernel, "ref") == 0 && o->reps == 0 ? 3 : auto_reps(o, first_sec[k]);
+            const int reps = auto_reps(o, first_sec[k]);
             const gdn_status st = time_cpu(slots, n_slots, r->kernel, reps, r);
             if (st != GDN_OK) {
                 fprintf(stderr, "[bench] %s failed: %s\n", r->kernel, gdn_status_str(st));
@@ -204,6 +211,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->json = 1;
         } else if (strcmp(argv[i], "--quick") == 0) {
             o->quick = 1;
+        } else if (strcmp(argv[i], "--all") == 0) {
+            o->all = 1;
         } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
             o->kernel = argv[++i];
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
@@ -224,9 +233,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
 int tool_bench(int argc, char **argv) {
     bench_opts o;
     if (!parse(argc, argv, &o)) {
-        fprintf(stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--dtype f32|bf16|f16]\n"
+        fprintf(stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
                         "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
-                        "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; --json: one JSON object per line on stdout\n");
+                        "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
+                        "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
+                        "  object per line on stdout\n");
         return 2;
     }
     if (o.kernel) {
