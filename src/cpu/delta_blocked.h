@@ -27,6 +27,7 @@
  *     blk_vmul(a, b) blk_vsub(a, b) blk_vadd(a, b)      each one IEEE operation per lane
  *     blk_prefetch(p)               a cache prefetch hint for the line at p (may do nothing)
  *     blk_stream(dst, src, bytes)   memcpy for output rows (may bypass the cache); blk_stream_fence() after them
+ *     blk_vloadu(p), blk_vstream(p, x)  unaligned load; aligned store that may bypass the cache
  */
 #ifndef GDN_CPU_DELTA_BLOCKED_H
 #define GDN_CPU_DELTA_BLOCKED_H
@@ -165,6 +166,8 @@ typedef struct blk_job {
     int64_t tc;      /* tokens per chunk */
     int64_t hcols;   /* nb * BLK_COLS: a head's columns in the chunk buffers of v and y */
     int stream;      /* y is large: written around the caches */
+    int direct_v;    /* v is read in place (f32, whole blocks): no v chunk rows */
+    int direct_y;    /* y is streamed in place (f32, whole blocks, 32-byte aligned, large): no y chunk rows */
     float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
     /* regions of a worker's workspace, in floats; the state [G][nb][Dk][BLK_COLS] is at 0 */
@@ -241,6 +244,39 @@ BLK_INLINE void blk_prefetch_token(const gdn_delta_args *a, int64_t G, int64_t b
         blk_prefetch_range(a->gate + ((b * a->T + t) * a->Hv + hk * G) * a->Dk, G * a->Dk * 4);
 }
 
+/* A block's state Sb[Dk][BLK_COLS] from state_in (b, h, :, j0 .. j0+BLK_COLS-1); zero past Dv, and all zero
+ * without state_in. */
+static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, float *Sb) {
+    const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
+    if (!a->state_in || ncols < BLK_COLS) memset(Sb, 0, sizeof(float) * (size_t)(Dk * BLK_COLS));
+    if (!a->state_in) return;
+    const float *base = a->state_in + (b * a->Hv + h) * Dk * Dv;
+    if (a->state_layout == GDN_STATE_KV) {
+        /* [Dk][Dv]: the block is a contiguous piece of each key row */
+        for (int64_t i = 0; i < Dk; ++i) memcpy(Sb + i * BLK_COLS, base + i * Dv + j0, sizeof(float) * (size_t)ncols);
+    } else {
+        /* [Dv][Dk]: each column's keys are contiguous */
+        for (int64_t jj = 0; jj < ncols; ++jj) {
+            const float *col = base + (j0 + jj) * Dk;
+            for (int64_t i = 0; i < Dk; ++i) Sb[i * BLK_COLS + jj] = col[i];
+        }
+    }
+}
+
+/* The real columns of a block's state Sb into state_out (b, h, :, j0 ..). */
+static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, const float *Sb) {
+    const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
+    float *base = a->state_out + (b * a->Hv + h) * Dk * Dv;
+    if (a->state_layout == GDN_STATE_KV) {
+        for (int64_t i = 0; i < Dk; ++i) memcpy(base + i * Dv + j0, Sb + i * BLK_COLS, sizeof(float) * (size_t)ncols);
+    } else {
+        for (int64_t jj = 0; jj < ncols; ++jj) {
+            float *col = base + (j0 + jj) * Dk;
+            for (int64_t i = 0; i < Dk; ++i) col[i] = Sb[i * BLK_COLS + jj];
+        }
+    }
+}
+
 /* Where one block of an item is: value head hh of the item (0 .. G-1), column block lb of the item. */
 typedef struct blk_unit {
     int64_t hh, lb;
@@ -250,9 +286,9 @@ typedef struct blk_unit {
  * every block runs its pass, so a block's delta never waits on the pass just issued. `prefetch_from`: the
  * next chunk's first token, prefetched one token per step (-1: none). */
 static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk, int64_t c0, int64_t gcols,
-                            const blk_unit *un, int64_t m, int64_t n, int64_t prefetch_from) {
+                            const blk_unit *un, int64_t m, const int64_t *live, int64_t n, int64_t prefetch_from) {
     const gdn_delta_args *a = &job->p->a;
-    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols;
+    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols, h0 = hk * G;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     const blk_pass_fn *fns = blk_passes_for(Dk);
     const float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
@@ -278,6 +314,7 @@ static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk
         for (int64_t s = 0; s < m; ++s) {
             blk_pass *P = &ps[s];
             const int64_t hh = un[s].hh, un_next = last ? u : u + 1;
+            const int64_t io = ((b * a->T + live[u]) * a->Hv + h0 + hh) * a->Dv + c0 + un[s].lb * BLK_COLS;
             const float *gb = gbc + (u * G + hh) * 2;
             P->k = kc + u * Dk;
             P->q = qc + u * Dk;
@@ -287,14 +324,20 @@ static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk
             /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
             const BLK_VEC beta = blk_vbcast(gb[1]);
             for (int v = 0; v < BLK_NV; ++v) {
-                const BLK_VEC vv = blk_vload(vc + u * vstride + col[s] + v * BLK_VW);
+                const BLK_VEC vv = job->direct_v ? blk_vloadu((const float *)a->v + io + v * BLK_VW)
+                                                 : blk_vload(vc + u * vstride + col[s] + v * BLK_VW);
                 P->d[v] = blk_vmul(blk_vsub(vv, vgate ? kv[s].n[v] : blk_vmul(P->g, kv[s].n[v])), beta);
             }
             /* update and readout of this token, fused with the kv of the next live token */
             kv[s] = fns[(last ? BLK_UPDATE : BLK_FUSED) + (vgate ? 2 : 0)](P);
-            /* y = tree(S' . q) * scale, into the chunk's y rows */
-            for (int v = 0; v < BLK_NV; ++v)
-                blk_vstore(yc + u * vstride + col[s] + v * BLK_VW, blk_vmul(kv[s].o[v], scale));
+            /* y = tree(S' . q) * scale, into y or the chunk's y rows */
+            for (int v = 0; v < BLK_NV; ++v) {
+                const BLK_VEC y = blk_vmul(kv[s].o[v], scale);
+                if (job->direct_y)
+                    blk_vstream((float *)a->y + io + v * BLK_VW, y);
+                else
+                    blk_vstore(yc + u * vstride + col[s] + v * BLK_VW, y);
+            }
         }
     }
     if (prefetch_from >= 0)
@@ -316,15 +359,9 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
 
-    /* S[hh][blk][i][jj] = state_in(b, h0 + hh, i, c0 + blk*BLK_COLS + jj); zero past Dv or without state_in */
     for (int64_t hh = 0; hh < G; ++hh)
         for (int64_t blk = 0; blk < nblk; ++blk)
-            for (int64_t i = 0; i < Dk; ++i)
-                for (int64_t jj = 0; jj < BLK_COLS; ++jj) {
-                    const int64_t j = c0 + blk * BLK_COLS + jj;
-                    S[((hh * job->nb + blk) * Dk + i) * BLK_COLS + jj] =
-                        a->state_in && j < Dv ? a->state_in[gdn__state_index(a, b, h0 + hh, i, j)] : 0.0f;
-                }
+            blk_state_in(a, b, h0 + hh, c0 + blk * BLK_COLS, S + (hh * job->nb + blk) * Dk * BLK_COLS);
 
     for (int64_t t0 = 0; t0 < T; t0 += job->tc) {
         /* the chunk's live tokens: q, k rows as f32; per value head: the gate row and g k (vector gate), v of
@@ -345,8 +382,10 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             for (int64_t hh = 0; hh < G; ++hh) {
                 const int64_t h = h0 + hh;
                 float *vr = vc + n * vstride + hh * hcols;
-                blk_load_row(vr, a->v, a->dtype, ((b * T + t) * a->Hv + h) * Dv + c0, gcols);
-                for (int64_t j = gcols; j < nblk * BLK_COLS; ++j) vr[j] = 0.0f;
+                if (!job->direct_v) {
+                    blk_load_row(vr, a->v, a->dtype, ((b * T + t) * a->Hv + h) * Dv + c0, gcols);
+                    for (int64_t j = gcols; j < nblk * BLK_COLS; ++j) vr[j] = 0.0f;
+                }
                 if (vgate) {
                     const float *gv = a->gate + ((b * T + t) * a->Hv + h) * Dk;
                     float *gvr = gvc + (n * G + hh) * Dk, *gkr = gkc + (n * G + hh) * Dk;
@@ -369,10 +408,10 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             blk_unit un[BLK_IL];
             const int64_t m = blk_min(BLK_IL, units - x);
             for (int64_t s = 0; s < m; ++s) un[s] = (blk_unit){(x + s) / nblk, (x + s) % nblk};
-            blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, n, x / BLK_IL == pf_group ? t1 : -1);
+            blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, live, n, x / BLK_IL == pf_group ? t1 : -1);
         }
         /* the chunk's y rows out, rounded to the dtype */
-        for (int64_t u = 0; u < n; ++u)
+        for (int64_t u = 0; u < n && !job->direct_y; ++u)
             for (int64_t hh = 0; hh < G; ++hh)
                 blk_store_row(a->y, a->dtype, ((b * T + live[u]) * a->Hv + h0 + hh) * Dv + c0,
                               yc + u * vstride + hh * hcols, gcols, job->stream);
@@ -382,10 +421,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     if (a->state_out)
         for (int64_t hh = 0; hh < G; ++hh)
             for (int64_t blk = 0; blk < nblk; ++blk)
-                for (int64_t i = 0; i < Dk; ++i)
-                    for (int64_t jj = 0; jj < BLK_COLS && c0 + blk * BLK_COLS + jj < Dv; ++jj)
-                        a->state_out[gdn__state_index(a, b, h0 + hh, i, c0 + blk * BLK_COLS + jj)] =
-                            S[((hh * job->nb + blk) * Dk + i) * BLK_COLS + jj];
+                blk_state_out(a, b, h0 + hh, c0 + blk * BLK_COLS, S + (hh * job->nb + blk) * Dk * BLK_COLS);
 }
 
 /* The kernel. One workspace per call (per worker: an item's state and a chunk's rows), allocated before
@@ -406,6 +442,8 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.groups = (job.blocks + job.nb - 1) / job.nb;
     job.hcols = job.nb * BLK_COLS;
     job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
+    job.direct_v = a->dtype == GDN_F32 && a->Dv % BLK_COLS == 0;
+    job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % 32 == 0;
     /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y rows (and vector gate rows) too */
     int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
     tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * job.hcols));
@@ -415,13 +453,14 @@ static gdn_status blk_run(const gdn__problem *p) {
     const size_t state = blk_round((size_t)(G * job.nb * Dk * BLK_COLS)), rows = blk_round((size_t)(job.tc * Dk));
     const size_t grows = vgate ? blk_round((size_t)(job.tc * G * Dk)) : 0;
     const size_t vrows = blk_round((size_t)(job.tc * G * job.hcols));
+    const size_t vbuf = job.direct_v ? 0 : vrows, ybuf = job.direct_y ? 0 : vrows;
     job.off_q = state;
     job.off_k = job.off_q + rows;
     job.off_gv = job.off_k + rows;
     job.off_gk = job.off_gv + grows;
     job.off_v = job.off_gk + grows;
-    job.off_y = job.off_v + vrows;
-    job.off_gb = job.off_y + vrows;
+    job.off_y = job.off_v + vbuf;
+    job.off_gb = job.off_y + ybuf;
     job.ws_stride = job.off_gb + blk_round((size_t)(job.tc * G * 2));
     job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;

@@ -66,6 +66,8 @@ static inline portable_vec portable_add(portable_vec a, portable_vec b) {
 #define blk_prefetch(p) ((void)(p))
 #define blk_stream(dst, src, bytes) memcpy((dst), (src), (bytes))
 #define blk_stream_fence() ((void)0)
+#define blk_vloadu(p) portable_load(p)
+#define blk_vstream(p, x) portable_store((p), (x))
 #include "cpu/delta_blocked.h"
 
 gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }
