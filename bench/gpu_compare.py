@@ -190,11 +190,13 @@ def main():
                 kind, B, T, impl, layout, r["median_us"], 100 * r["fp32_peak_fraction"], r["bytes_tbps"],
                 100 * r["copy_bw_fraction"], mode), flush=True)
 
-        # ours: routed, then each variant, both layouts
+        # ours: routed, then each variant, both layouts (packed v1, v2, v5 and decode/generic beyond a few tokens
+        # lost in earlier runs: docs/GPU_NOTES.md)
         variants = [("routed", None, 0)]
-        variants += [("cuda_packed/v%d" % i, "cuda_packed", i) for i in ((0, 1, 2, 5) if not opt.quick else (0, 1, 2))]
-        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8)] if T <= 257 else []
-        variants += [("cuda_generic", "cuda_generic", 0)] if T <= 2048 else []
+        variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
+        variants += [("cuda_packed/v0", "cuda_packed", 0)]
+        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8)] if T <= 7 else []
+        variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 else []
         ours_kv = ours_vk = None
         for layout, lname in ((gdn.STATE_KV, "kv"), (gdn.STATE_VK, "vk")):
             routed_name = gdn.route(lib, our_args(probe, B, T, layout, y, st))
@@ -284,6 +286,21 @@ def main():
         fmt = lambda r: "%10.2f" % r["median_us"] if r else "%10s" % "-"
         print("%-8s %5d %5d | %s %s | %s %s | %s %s %.1f%% / %.2f" % (kind, B, T, fmt(rk), fmt(rv), fmt(fc), fmt(ff),
               best["impl"], best["layout"], 100 * best["fp32_peak_fraction"], best["state_tbps"]))
+    # the routing evidence: per prefill shape and layout, the best rowsplit width against packed v0
+    print("\nrouting: rowsplit (best width) vs packed v0, T > 4")
+    for kind, B, T in shapes:
+        if T <= 4:
+            continue
+        for lname in ("kv", "vk"):
+            rows = [r for r in results if r["kind"] == kind and r["B"] == B and r["T"] == T and r["layout"] == lname]
+            rs = [r for r in rows if r["impl"].startswith("cuda_rowsplit")]
+            pk = [r for r in rows if r["impl"] == "cuda_packed/v0"]
+            if not rs or not pk:
+                continue
+            best = min(rs, key=lambda r: r["median_us"])
+            print("  %s B=%d T=%d %s: %s %.2f us, packed v0 %.2f us -> %s" % (
+                kind, B, T, lname, best["impl"], best["median_us"], pk[0]["median_us"],
+                best["impl"] if best["median_us"] < pk[0]["median_us"] else "cuda_packed"))
     bad = [c for c in checks if c.get("ok") is False]
     print("checks: %d, failed: %d" % (len(checks), len(bad)))
     for c in bad:

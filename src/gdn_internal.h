@@ -53,13 +53,16 @@ int gdn__cuda_devices(void);
 int gdn__cuda_generic_eligible(const gdn__problem *p);
 int gdn__cuda_packed_eligible(const gdn__problem *p);
 int gdn__cuda_decode_eligible(const gdn__problem *p);
+int gdn__cuda_rowsplit_eligible(const gdn__problem *p);
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p);
 gdn_status gdn__delta_cuda_packed(const gdn__problem *p);
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p);
+gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p);
 /* Variants for benchmarks and tests: packed by variant id (0 = the routed one), decode with 4 or 8 columns per
- * warp; gdn__cuda_run_variant validates `args` and runs `kernel` ("cuda_packed", "cuda_decode", "cuda_generic")
- * with that variant. */
+ * warp, rowsplit by warps per block (4, 8, 16; 0 = the routed one); gdn__cuda_run_variant validates `args` and runs
+ * `kernel` ("cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_generic") with that variant. */
 gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant);
+gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol);
 gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel, int variant);
 

@@ -28,6 +28,7 @@ static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
 
 const gdn__kernel gdn__kernels[] = {
     {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, gdn__delta_cuda_decode},
+    {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, gdn__cuda_rowsplit_eligible, gdn__delta_cuda_rowsplit},
     {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, gdn__delta_cuda_packed},
     {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, gdn__delta_cuda_generic},
     {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, gdn__delta_packed_avx2},

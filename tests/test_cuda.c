@@ -1,9 +1,9 @@
 /* The CUDA backend. Without a device (or without a CUDA build): every CUDA call returns GDN_ERR_NO_DEVICE and
- * writes nothing. With a device: every CUDA kernel (each packed variant, both decode widths, the router's choice)
- * against the CPU `ref` on the same inputs, memcmp of y and of the final state, outputs poisoned (0xFF bytes, a
- * NaN in every dtype) before each run, over a seeded sample of shapes, dtypes, gates, betas, masks, layouts and
- * state modes. GDN_TEST_CUDA_CASES=n changes the number of sampled cases, GDN_TEST_CUDA_MAXCOST=x the largest
- * B*T*Hv*Dk*Dv of a case (3e8; small for the compute-sanitizer runs). */
+ * writes nothing. With a device: every CUDA kernel (each packed variant, both decode widths, each rowsplit width,
+ * the router's choice) against the CPU `ref` on the same inputs, memcmp of y and of the final state, outputs
+ * poisoned (0xFF bytes, a NaN in every dtype) before each run, over a seeded sample of shapes, dtypes, gates,
+ * betas, masks, layouts and state modes. GDN_TEST_CUDA_CASES=n changes the number of sampled cases,
+ * GDN_TEST_CUDA_MAXCOST=x the largest B*T*Hv*Dk*Dv of a case (3e8; small for the compute-sanitizer runs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +121,8 @@ TEST(cuda_without_device_writes_nothing) {
     if (!y || !st) return;
     memset(y, 0xab, h.n_v * 4);
     memset(st, 0xcd, h.n_state * 4);
-    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode"};
-    for (int i = 0; i < 4; ++i) {
+    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode", "cuda_rowsplit"};
+    for (int i = 0; i < 5; ++i) {
         gdn_delta_args a = problem_args(&h, h.q, h.k, h.v, y, h.gate, h.beta, h.A_log, h.dt_bias, h.mask, h.state_in, st);
         a.backend = GDN_BACKEND_CUDA;
         a.kernel = kernels[i];
@@ -255,9 +255,11 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
     if (dev_init(&d, &h)) {
         static const struct { const char *kernel; int variant; } runs_list[] = {
             {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_packed", 0},
-            {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}};
+            {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
+            {"cuda_rowsplit", 16}};
         const int n_runs = (int)(sizeof runs_list / sizeof runs_list[0]);
-        /* packed variants beyond 2 exist for Dk = 128 only; decode with 4 columns too */
+        /* packed variants beyond 2 exist for Dk = 128 only; decode with 4 columns too; a rowsplit width that is not
+         * built for the case's Dk answers GDN_ERR_INELIGIBLE and is skipped */
         for (int i = 0; i < n_runs; ++i) {
             if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_packed") == 0 && runs_list[i].variant > 2 && c->Dk != 128)
                 continue;
@@ -314,6 +316,19 @@ TEST(cuda_kernels_bitwise_vs_ref) {
             cost = (double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv;
         } while (cost > max_cost || (cost > 4e7 && rng_uniform(&r) < 0.7f));
         check_case(&c, rng_u64(&r), stream, &runs);
+        ++cases;
+    }
+    /* rowsplit's shapes over several chunks and layouts: Dk in {64, 128, 256}, T across the chunk sizes, every gate
+     * kind, dtype and state mode (the other kernels run on them too) */
+    static const int64_t rs_dk[] = {64, 128, 256}, rs_t[] = {7, 64, 257, 2048, 130};
+    for (int i = 0; i < 15; ++i) {
+        const int64_t T = rs_t[i % 5];
+        const cuda_case c = {T > 257 ? 1 : 1 + i % 3, T, 2, 4, rs_dk[i % 3], T > 257 ? 32 : 32 + 32 * (i % 2),
+                             (gdn_dtype)(i % 3), (gdn_gate_kind)(i % 4), (gdn_beta_kind)((i / 2) % 2),
+                             (gdn_state_layout)((i / 3) % 2), (i / 4) % 2, (i + i / 4) % 4, 0};
+        const uint64_t seed = rng_u64(&r);
+        if ((double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv > max_cost) continue;
+        check_case(&c, seed, stream, &runs);
         ++cases;
     }
     /* generic only: Dk not a multiple of 32 (and up to 1024), odd Dv */

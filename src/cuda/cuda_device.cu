@@ -29,6 +29,7 @@ gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel,
     if (gdn__cuda_devices() == 0) return GDN_ERR_NO_DEVICE;
     if (strcmp(kernel, "cuda_packed") == 0) return gdn__delta_cuda_packed_variant(&p, variant);
     if (strcmp(kernel, "cuda_decode") == 0) return gdn__delta_cuda_decode_ncol(&p, variant);
+    if (strcmp(kernel, "cuda_rowsplit") == 0) return gdn__delta_cuda_rowsplit_variant(&p, variant);
     if (strcmp(kernel, "cuda_generic") == 0)
         return gdn__cuda_generic_eligible(&p) ? gdn__delta_cuda_generic(&p) : GDN_ERR_INELIGIBLE;
     return GDN_ERR_UNKNOWN_KERNEL;
