@@ -29,13 +29,16 @@ static double cost(const int *x) {
 }
 
 /* Case i: axis (i mod AX_COUNT) forced to value (i / AX_COUNT) mod n, the rest drawn until the cost
- * (state element updates B*T*Hv*Dk*Dv) is under the cap; one case in 8 gets a large cap. */
+ * (state element updates B*T*Hv*Dk*Dv) is under the cap. One case in 8 gets a large cap and T = 2048 (unless
+ * T is the forced axis), so that the longest window meets the other axes' large values too. */
 static void sample(int i, double small_cap, double large_cap, int *x) {
     harness_rng r = {0x5eedull + (uint64_t)i * 7919u};
     const int forced = i % AX_COUNT, forced_value = (i / AX_COUNT) % axis_n[forced];
-    const double cap = i % 8 == 7 ? large_cap : small_cap;
+    const int large = i % 8 == 7;
+    const double cap = large ? large_cap : small_cap;
     for (int attempt = 0; attempt < 100000; ++attempt) {
         for (int a = 0; a < AX_COUNT; ++a) x[a] = a == forced ? forced_value : (int)(rng_u64(&r) % (uint64_t)axis_n[a]);
+        if (large && forced != AX_T) x[AX_T] = 4;
         if (cost(x) <= cap) return;
     }
     for (int a = AX_DK; a <= AX_T; ++a) x[a] = a == forced ? forced_value : 0;
@@ -112,7 +115,7 @@ static void check_case(const case_cfg *cfg, int threads, case_state_mode mode, t
 TEST(bitwise_kernels_vs_ref_sampled) {
     const int quick = test_quick();
     const int n_cases = quick ? 6 * AX_COUNT : 24 * AX_COUNT;
-    const double small_cap = quick ? 2e5 : 1.5e6, large_cap = quick ? 4e6 : 4e7;
+    const double small_cap = quick ? 2e5 : 1.5e6, large_cap = quick ? 4e6 : 2e7;
     int covered_value[AX_COUNT][5] = {{0}};
     static int covered_pair[AX_COUNT][5][AX_COUNT][5];
     memset(covered_pair, 0, sizeof covered_pair);
@@ -144,10 +147,12 @@ TEST(bitwise_kernels_vs_ref_sampled) {
                 for (int w = 0; w < axis_n[b]; ++w) {
                     pairs++;
                     pairs_covered += covered_pair[a][v][b][w];
+                    if (harness_verbose && !covered_pair[a][v][b][w])
+                        printf("     pair not sampled: %s #%d with %s #%d\n", axis_names[a], v, axis_names[b], w);
                 }
     }
-    /* every single pair of axis values is feasible under the large cap; most should be drawn */
-    CHECK(pairs_covered >= (quick ? 0.6 : 0.9) * pairs, "pair coverage %d of %d", pairs_covered, pairs);
+    /* every pair of axis values is feasible under the large cap (quick runs: not all); nearly all are drawn */
+    CHECK(pairs_covered >= (quick ? 0.9 : 0.98) * pairs, "pair coverage %d of %d", pairs_covered, pairs);
     CHECK(tl.compared[0] == n_cases + !quick);
     CHECK(tl.compared[2] > 0, "packed_avx2 never ran");
     printf("     %d cases, %.2e state updates, %.1f s CPU; pairs of axis values covered: %d of %d\n", n_cases + !quick,

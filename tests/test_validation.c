@@ -174,7 +174,7 @@ TEST(validation_overlaps) {
         }
         /* just touching is not overlapping */
         snprintf(what, sizeof what, "y right after %s", in[i].name);
-        EXPECT(GDN_OK, what, a.y = AT(s, n));
+        EXPECT(GDN_OK, what, a.y = AT(s, n); if (n % 4) a.dtype = GDN_F16); /* y stays aligned to its element */
         snprintf(what, sizeof what, "y right before %s", in[i].name);
         EXPECT(GDN_OK, what, a.y = AT(s, -y_bytes));
     }
