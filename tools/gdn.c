@@ -312,7 +312,7 @@ static int cmd_run(int argc, char **argv) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: gdn run [--T N] | bench [--json] [--kernel NAME] [--reps N] [--quick] | check | list\n");
+    fprintf(stderr, "usage: gdn run [--T N] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D] | check | list\n");
 }
 
 int main(int argc, char **argv) {
