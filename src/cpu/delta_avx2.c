@@ -26,11 +26,12 @@ static inline void avx2_stream(void *dst, const void *src, size_t bytes) {
 #define blk_vmul(a, b) _mm256_mul_ps((a), (b))
 #define blk_vsub(a, b) _mm256_sub_ps((a), (b))
 #define blk_vadd(a, b) _mm256_add_ps((a), (b))
-#define blk_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
+#define blk_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define blk_stream(dst, src, bytes) avx2_stream((dst), (src), (bytes))
 #define blk_stream_fence() _mm_sfence()
 #define blk_vloadu(p) _mm256_loadu_ps(p)
 #define blk_vstream(p, x) _mm256_stream_ps((p), (x))
+#define BLK_STATIC_TREES
 #include "cpu/delta_blocked.h"
 
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p) { return blk_run(p); }

@@ -9,8 +9,9 @@
  *     lane l of the tree owns key rows [l*c, min(l*c + c, Dk)), c = ceil(Dk / 32): its partial accumulates
  *     ascending with fma from +0; partials merge pairwise p[l] + p[l+m], m = 1, 2, 4, 8, 16.
  *
- * The tree is static: blk_tree32 -> blk_tree16 -> ... -> blk_lane inline into one straight pass, so partials
- * stay in registers. Each token's update+readout pass is fused with the next live token's kv pass, so every
+ * With BLK_STATIC_TREES defined, Dk = 32, 64, 128, 256 get static trees: each group of 16 rows is one
+ * straight-line subtree (blk_tree16 -> ... -> blk_lane inlined, partials in registers) and groups merge as a
+ * binary counter; any other Dk (and every Dk without BLK_STATIC_TREES) runs the same tree as a loop over lanes. Each token's update+readout pass is fused with the next live token's kv pass, so every
  * state element is loaded and stored once per token:
  *
  *     S'   = fma(g, S, k_i * d)        (vector gate: g_i)
@@ -65,34 +66,41 @@ enum {
     BLK_FUSED = 2   /* BLK_UPDATE and n = tree(S' . kn) */
 };
 
-/* Tree lane l: rows [l*c, l*c + cnt), ascending fma chains from +0. `full` (Dk == 32 c) makes cnt = c. */
-BLK_INLINE blk_part blk_lane(const blk_pass *ps, int64_t l, int mode, int vgate, int64_t c, int full) {
+/* Row i of the block into the partials r of its tree lane. */
+BLK_INLINE void blk_row(const blk_pass *ps, int64_t i, int mode, int vgate, blk_part *r) {
+    float *row = ps->S + i * BLK_COLS;
+    if (mode == BLK_KV) {
+        const BLK_VEC kb = blk_vbcast(ps->kn[i]);
+        for (int v = 0; v < BLK_NV; ++v) r->n[v] = blk_vfma(blk_vload(row + v * BLK_VW), kb, r->n[v]);
+        return;
+    }
+    const BLK_VEC kb = blk_vbcast(ps->k[i]), qb = blk_vbcast(ps->q[i]);
+    const BLK_VEC gb = vgate ? blk_vbcast(ps->gv[i]) : ps->g;
+    const BLK_VEC nb = mode == BLK_FUSED ? blk_vbcast(ps->kn[i]) : blk_vzero();
+    for (int v = 0; v < BLK_NV; ++v) {
+        const BLK_VEC s = blk_vfma(gb, blk_vload(row + v * BLK_VW), blk_vmul(kb, ps->d[v]));
+        blk_vstore(row + v * BLK_VW, s);
+        r->o[v] = blk_vfma(s, qb, r->o[v]);
+        if (mode == BLK_FUSED) r->n[v] = blk_vfma(s, nb, r->n[v]);
+    }
+}
+
+BLK_INLINE blk_part blk_zero_part(void) {
     blk_part r;
     for (int v = 0; v < BLK_NV; ++v) r.o[v] = r.n[v] = blk_vzero();
+    return r;
+}
+
+/* Tree lane l: rows [l*c, l*c + cnt), ascending fma chains from +0. `full` (Dk == 32 c) makes cnt = c. */
+BLK_INLINE blk_part blk_lane(const blk_pass *ps, int64_t l, int mode, int vgate, int64_t c, int full) {
+    blk_part r = blk_zero_part();
     const int64_t i0 = l * c;
     int64_t cnt = c;
     if (!full) {
         cnt = ps->Dk - i0;
         cnt = cnt < 0 ? 0 : cnt > c ? c : cnt;
     }
-    for (int64_t e = 0; e < cnt; ++e) {
-        const int64_t i = i0 + e;
-        float *row = ps->S + i * BLK_COLS;
-        if (mode == BLK_KV) {
-            const BLK_VEC kb = blk_vbcast(ps->kn[i]);
-            for (int v = 0; v < BLK_NV; ++v) r.n[v] = blk_vfma(blk_vload(row + v * BLK_VW), kb, r.n[v]);
-        } else {
-            const BLK_VEC kb = blk_vbcast(ps->k[i]), qb = blk_vbcast(ps->q[i]);
-            const BLK_VEC gb = vgate ? blk_vbcast(ps->gv[i]) : ps->g;
-            const BLK_VEC nb = mode == BLK_FUSED ? blk_vbcast(ps->kn[i]) : blk_vzero();
-            for (int v = 0; v < BLK_NV; ++v) {
-                const BLK_VEC s = blk_vfma(gb, blk_vload(row + v * BLK_VW), blk_vmul(kb, ps->d[v]));
-                blk_vstore(row + v * BLK_VW, s);
-                r.o[v] = blk_vfma(s, qb, r.o[v]);
-                if (mode == BLK_FUSED) r.n[v] = blk_vfma(s, nb, r.n[v]);
-            }
-        }
-    }
+    for (int64_t e = 0; e < cnt; ++e) blk_row(ps, i0 + e, mode, vgate, &r);
     return r;
 }
 
@@ -115,43 +123,83 @@ BLK_LEVEL(blk_tree2, blk_lane, 1)
 BLK_LEVEL(blk_tree4, blk_tree2, 2)
 BLK_LEVEL(blk_tree8, blk_tree4, 4)
 BLK_LEVEL(blk_tree16, blk_tree8, 8)
-BLK_LEVEL(blk_tree32, blk_tree16, 16)
+
 #undef BLK_LEVEL
 
 typedef blk_part (*blk_pass_fn)(const blk_pass *ps);
 
 /* The passes, one function per (rows per lane, mode, gate): Dk = 32 c straight-line for c = 1, 2, 4, 8, and
  * one for any Dk. */
-#define BLK_PASS_FN(name, mode, vgate, c, full)                                                               \
+/* Any Dk: lanes in order with runtime row counts; a node merges with its pending left sibling as soon as it
+ * completes (a binary counter over the lane index), which is the same tree. */
+BLK_INLINE blk_part blk_pass_loop(const blk_pass *ps, int mode, int vgate) {
+    blk_part pending[5];
+    int top = 0;
+    for (int64_t l = 0; l < 32; ++l) {
+        blk_part r = blk_lane(ps, l, mode, vgate, ps->c, 0);
+        for (int64_t x = l; x & 1; x >>= 1) r = blk_add(pending[--top], r);
+        pending[top++] = r;
+    }
+    return pending[0];
+}
+
+#define BLK_PASS_FN(name, body)                                                                              \
     BLK_NOINLINE blk_part name(const blk_pass *arg) {                                                        \
         const blk_pass local = *arg, *ps = &local;                                                           \
-        return blk_tree32(ps, 0, mode, vgate, c, full);                                                      \
+        return body;                                                                                         \
     }
-#define BLK_PASSES(suffix, c, full)                                                                          \
-    BLK_PASS_FN(blk_kv_##suffix, BLK_KV, 0, c, full)                                                         \
-    BLK_PASS_FN(blk_upd_##suffix, BLK_UPDATE, 0, c, full)                                                    \
-    BLK_PASS_FN(blk_fus_##suffix, BLK_FUSED, 0, c, full)                                                     \
-    BLK_PASS_FN(blk_updv_##suffix, BLK_UPDATE, 1, c, full)                                                   \
-    BLK_PASS_FN(blk_fusv_##suffix, BLK_FUSED, 1, c, full)                                                    \
+/* The five passes of one shape: kv, update, fused, update (vector gate), fused (vector gate). */
+#define BLK_PASSES(suffix, tree)                                                                             \
+    BLK_PASS_FN(blk_kv_##suffix, tree(BLK_KV, 0))                                                            \
+    BLK_PASS_FN(blk_upd_##suffix, tree(BLK_UPDATE, 0))                                                       \
+    BLK_PASS_FN(blk_fus_##suffix, tree(BLK_FUSED, 0))                                                        \
+    BLK_PASS_FN(blk_updv_##suffix, tree(BLK_UPDATE, 1))                                                      \
+    BLK_PASS_FN(blk_fusv_##suffix, tree(BLK_FUSED, 1))                                                       \
     static const blk_pass_fn blk_fns_##suffix[5] = {blk_kv_##suffix, blk_upd_##suffix, blk_fus_##suffix,      \
                                                     blk_updv_##suffix, blk_fusv_##suffix};
-BLK_PASSES(c1, 1, 1)
-BLK_PASSES(c2, 2, 1)
-BLK_PASSES(c4, 4, 1)
-BLK_PASSES(c8, 8, 1)
-BLK_PASSES(any, ps->c, 0)
-#undef BLK_PASSES
-#undef BLK_PASS_FN
+#define BLK_TREE_LOOP(mode, vgate) blk_pass_loop(ps, mode, vgate)
+BLK_PASSES(any, BLK_TREE_LOOP)
+#ifdef BLK_STATIC_TREES
+/* Dk = 32 c: lanes in groups of 16 rows whose subtree is straight-line code (partials in registers); groups merge
+ * with the binary counter. */
+BLK_INLINE blk_part blk_group(const blk_pass *ps, int64_t l, int64_t lanes, int mode, int vgate, int64_t c) {
+    switch (lanes) {
+    case 16: return blk_tree16(ps, l, mode, vgate, c, 1);
+    case 8: return blk_tree8(ps, l, mode, vgate, c, 1);
+    case 4: return blk_tree4(ps, l, mode, vgate, c, 1);
+    case 2: return blk_tree2(ps, l, mode, vgate, c, 1);
+    default: return blk_lane(ps, l, mode, vgate, c, 1);
+    }
+}
 
-/* The five passes for this Dk: kv, update, fused, update (vector gate), fused (vector gate). */
+BLK_INLINE blk_part blk_pass_groups(const blk_pass *ps, int mode, int vgate, int64_t c) {
+    const int64_t lanes = c < 16 ? 16 / c : 1;
+    blk_part pending[5];
+    int top = 0;
+    for (int64_t gi = 0; gi < 32 / lanes; ++gi) {
+        blk_part r = blk_group(ps, gi * lanes, lanes, mode, vgate, c);
+        for (int64_t x = gi; x & 1; x >>= 1) r = blk_add(pending[--top], r);
+        pending[top++] = r;
+    }
+    return pending[0];
+}
+#define BLK_TREE_C4(mode, vgate) blk_pass_groups(ps, mode, vgate, 4)
+#define BLK_TREE_C8(mode, vgate) blk_pass_groups(ps, mode, vgate, 8)
+BLK_PASSES(c4, BLK_TREE_C4)
+BLK_PASSES(c8, BLK_TREE_C8)
+#endif
+
+/* The five passes for this Dk. */
 static const blk_pass_fn *blk_passes_for(int64_t Dk) {
+#ifdef BLK_STATIC_TREES
     switch (Dk) {
-    case 32: return blk_fns_c1;
-    case 64: return blk_fns_c2;
     case 128: return blk_fns_c4;
     case 256: return blk_fns_c8;
-    default: return blk_fns_any;
+    default: break;
     }
+#endif
+    (void)Dk;
+    return blk_fns_any;
 }
 
 /* Sizes of one call. A work item is (b, key head hk, group of `nb` column blocks) and covers the G = Hv / Hk
@@ -166,6 +214,7 @@ typedef struct blk_job {
     int64_t tc;      /* tokens per chunk */
     int64_t hcols;   /* nb * BLK_COLS: a head's columns in the chunk buffers of v and y */
     int stream;      /* y is large: written around the caches */
+    int direct_qk;   /* q and k are read in place (f32): no q, k chunk rows */
     int direct_v;    /* v is read in place (f32, whole blocks): no v chunk rows */
     int direct_y;    /* y is streamed in place (f32, whole blocks, 32-byte aligned, large): no y chunk rows */
     float *ws;       /* per-worker workspace, ws_stride floats each */
@@ -182,7 +231,6 @@ typedef struct blk_job {
 #define BLK_MAX_TC 256
 #define BLK_STREAM_BYTES (8.0 * 1024 * 1024) /* y at least this large goes out around the caches */
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
-#define BLK_PF_GROUPS 2        /* the next chunk is prefetched this many block groups before the chunk ends */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -222,26 +270,31 @@ static void blk_store_row(void *base, gdn_dtype dtype, int64_t idx, const float 
     }
 }
 
-/* Prefetches the bytes [p, p + n). Inlined: GCC takes an out-of-line function made only of prefetches for
- * const and drops its calls. */
-BLK_INLINE void blk_prefetch_range(const void *p, int64_t n) {
-    for (int64_t o = 0; o < n; o += 64) blk_prefetch((const char *)p + o);
+/* The next chunk's rows, prefetched token by token, spread evenly over the steps of the current chunk. A
+ * token's rows are `nseg` segments: segment s of token t is bytes[s] bytes from base[s] + t * stride[s]. */
+typedef struct blk_prefetcher {
+    const char *base[8];
+    int64_t stride[8], bytes[8];
+    int nseg;
+    int64_t t0, ntok; /* the tokens to prefetch */
+    int64_t done;     /* tokens prefetched so far */
+} blk_prefetcher;
+
+static void blk_pf_segment(blk_prefetcher *pf, const void *base, int64_t stride, int64_t bytes) {
+    pf->base[pf->nseg] = base;
+    pf->stride[pf->nseg] = stride;
+    pf->bytes[pf->nseg++] = bytes;
 }
 
-/* Prefetches what token t (of the next chunk) reads: q, k rows of hk, the item's columns of v for its G value
- * heads from h0, their gate rows (vector gate). */
-BLK_INLINE void blk_prefetch_token(const gdn_delta_args *a, int64_t G, int64_t b, int64_t hk, int64_t c0,
-                               int64_t gcols, int64_t t) {
-    if (t >= a->T) return;
-    const int64_t ds = a->dtype == GDN_F32 ? 4 : 2, qk_row = ((b * a->T + t) * a->Hk + hk) * a->Dk;
-    blk_prefetch_range((const char *)a->q + qk_row * ds, a->Dk * ds);
-    blk_prefetch_range((const char *)a->k + qk_row * ds, a->Dk * ds);
-    for (int64_t hh = 0; hh < G; ++hh) {
-        const int64_t v_row = ((b * a->T + t) * a->Hv + hk * G + hh) * a->Dv + c0;
-        blk_prefetch_range((const char *)a->v + v_row * ds, gcols * ds);
-    }
-    if (a->gate_kind == GDN_GATE_VECTOR)
-        blk_prefetch_range(a->gate + ((b * a->T + t) * a->Hv + hk * G) * a->Dk, G * a->Dk * 4);
+/* Prefetches the tokens due after `step` of `steps`. Inlined: GCC takes an out-of-line function made only of
+ * prefetches for const and drops its calls. */
+BLK_INLINE void blk_pf_step(blk_prefetcher *pf, int64_t step, int64_t steps) {
+    for (const int64_t due = pf->ntok * (step + 1) / steps; pf->done < due; ++pf->done)
+        for (int sg = 0; sg < pf->nseg; ++sg) {
+            const uintptr_t p = (uintptr_t)(pf->base[sg] + (pf->t0 + pf->done) * pf->stride[sg]);
+            for (uintptr_t line = p & ~(uintptr_t)63; line < p + (uintptr_t)pf->bytes[sg]; line += 64)
+                blk_prefetch((const char *)line);
+        }
 }
 
 /* A block's state Sb[Dk][BLK_COLS] from state_in (b, h, :, j0 .. j0+BLK_COLS-1); zero past Dv, and all zero
@@ -277,22 +330,28 @@ static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t
     }
 }
 
+/* A chunk's live tokens: their q and k rows as f32 (in the input, or converted in the workspace) and the
+ * element offset of their v and y rows for the item (head h0, column c0). */
+typedef struct blk_rows {
+    const float *q[BLK_MAX_TC], *k[BLK_MAX_TC];
+    int64_t vy[BLK_MAX_TC];
+} blk_rows;
+
 /* Where one block of an item is: value head hh of the item (0 .. G-1), column block lb of the item. */
 typedef struct blk_unit {
     int64_t hh, lb;
 } blk_unit;
 
 /* Blocks un[0 .. m-1] (m <= BLK_IL) of an item through the chunk's n live tokens, in lockstep: each token,
- * every block runs its pass, so a block's delta never waits on the pass just issued. `prefetch_from`: the
- * next chunk's first token, prefetched one token per step (-1: none). */
-static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk, int64_t c0, int64_t gcols,
-                            const blk_unit *un, int64_t m, const int64_t *live, int64_t n, int64_t prefetch_from) {
+ * every block runs its pass, so a block's delta never waits on the pass just issued. These are steps step0 ..
+ * step0 + n - 1 of the chunk's `steps`, over which pf prefetches the next chunk. */
+static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
+                            int64_t n, blk_prefetcher *pf, int64_t step0, int64_t steps) {
     const gdn_delta_args *a = &job->p->a;
-    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols, h0 = hk * G;
+    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     const blk_pass_fn *fns = blk_passes_for(Dk);
-    const float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
-    const float *vc = ws + job->off_v, *gbc = ws + job->off_gb;
+    const float *gvc = ws + job->off_gv, *gkc = ws + job->off_gk, *vc = ws + job->off_v, *gbc = ws + job->off_gb;
     float *yc = ws + job->off_y;
     const BLK_VEC scale = blk_vbcast(a->scale);
     blk_pass ps[BLK_IL];
@@ -305,21 +364,21 @@ static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk
         ps[s].S = ws + (un[s].hh * job->nb + un[s].lb) * Dk * BLK_COLS;
         ps[s].Dk = Dk;
         ps[s].c = job->p->dk_lane;
-        ps[s].kn = vgate ? gkc + un[s].hh * Dk : kc;
+        ps[s].kn = vgate ? gkc + un[s].hh * Dk : rows->k[0];
         kv[s] = fns[BLK_KV](&ps[s]);
     }
     for (int64_t u = 0; u < n; ++u) {
         const int last = u + 1 == n;
-        if (prefetch_from >= 0) blk_prefetch_token(a, G, b, hk, c0, gcols, prefetch_from + u);
+        blk_pf_step(pf, step0 + u, steps);
         for (int64_t s = 0; s < m; ++s) {
             blk_pass *P = &ps[s];
-            const int64_t hh = un[s].hh, un_next = last ? u : u + 1;
-            const int64_t io = ((b * a->T + live[u]) * a->Hv + h0 + hh) * a->Dv + c0 + un[s].lb * BLK_COLS;
+            const int64_t hh = un[s].hh, u_next = last ? u : u + 1;
+            const int64_t io = rows->vy[u] + hh * a->Dv + un[s].lb * BLK_COLS;
             const float *gb = gbc + (u * G + hh) * 2;
-            P->k = kc + u * Dk;
-            P->q = qc + u * Dk;
             P->gv = gvc + (u * G + hh) * Dk;
-            P->kn = vgate ? gkc + (un_next * G + hh) * Dk : kc + un_next * Dk;
+            P->k = rows->k[u];
+            P->q = rows->q[u];
+            P->kn = vgate ? gkc + (u_next * G + hh) * Dk : rows->k[u_next];
             P->g = blk_vbcast(gb[0]);
             /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
             const BLK_VEC beta = blk_vbcast(gb[1]);
@@ -340,8 +399,6 @@ static void blk_chunk_units(const blk_job *job, float *ws, int64_t b, int64_t hk
             }
         }
     }
-    if (prefetch_from >= 0)
-        for (int64_t u = n; u < job->tc; ++u) blk_prefetch_token(a, G, b, hk, c0, gcols, prefetch_from + u);
 }
 
 /* One work item: (b, hk, a group of column blocks) for the G value heads of hk, over the whole window. */
@@ -358,6 +415,24 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
     float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
+    blk_rows rows;
+    /* what a token of the next chunk reads: q, k rows; v of the G heads (one stretch when the item covers
+     * Dv); the gate rows of the G heads (vector gate) */
+    blk_prefetcher pf;
+    memset(&pf, 0, sizeof pf);
+    {
+        const int64_t ds = (int64_t)p->dtype_size, qk0 = (b * T * a->Hk + hk) * Dk * ds;
+        const int64_t v0 = ((b * T * a->Hv + h0) * Dv + c0) * ds;
+        blk_pf_segment(&pf, (const char *)a->q + qk0, a->Hk * Dk * ds, Dk * ds);
+        blk_pf_segment(&pf, (const char *)a->k + qk0, a->Hk * Dk * ds, Dk * ds);
+        if (gcols == Dv)
+            blk_pf_segment(&pf, (const char *)a->v + v0, a->Hv * Dv * ds, G * Dv * ds);
+        else
+            for (int64_t hh = 0; hh < G && pf.nseg < 7; ++hh)
+                blk_pf_segment(&pf, (const char *)a->v + v0 + hh * Dv * ds, a->Hv * Dv * ds, gcols * ds);
+        if (vgate)
+            blk_pf_segment(&pf, (const char *)(a->gate + (b * T * a->Hv + h0) * Dk), a->Hv * Dk * 4, G * Dk * 4);
+    }
 
     for (int64_t hh = 0; hh < G; ++hh)
         for (int64_t blk = 0; blk < nblk; ++blk)
@@ -376,9 +451,16 @@ static void blk_item(void *ctx, int64_t item, int worker) {
                 continue;
             }
             const int64_t qk_row = ((b * T + t) * a->Hk + hk) * Dk;
-            float *k = kc + n * Dk;
-            blk_load_row(qc + n * Dk, a->q, a->dtype, qk_row, Dk);
-            blk_load_row(k, a->k, a->dtype, qk_row, Dk);
+            rows.q[n] = (const float *)a->q + qk_row;
+            rows.k[n] = (const float *)a->k + qk_row;
+            rows.vy[n] = ((b * T + t) * a->Hv + h0) * Dv + c0;
+            if (!job->direct_qk) {
+                blk_load_row(qc + n * Dk, a->q, a->dtype, qk_row, Dk);
+                blk_load_row(kc + n * Dk, a->k, a->dtype, qk_row, Dk);
+                rows.q[n] = qc + n * Dk;
+                rows.k[n] = kc + n * Dk;
+            }
+            const float *k = rows.k[n];
             for (int64_t hh = 0; hh < G; ++hh) {
                 const int64_t h = h0 + hh;
                 float *vr = vc + n * vstride + hh * hcols;
@@ -400,15 +482,16 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             live[n++] = t;
         }
         if (n == 0) continue;
-        /* the item's G * nblk blocks, BLK_IL at a time; the group BLK_PF_GROUPS before the end (or the first)
-         * prefetches the next chunk */
+        /* the item's G * nblk blocks, BLK_IL at a time, while the next chunk's rows are prefetched */
         const int64_t units = G * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
-        const int64_t pf_group = ngroups > BLK_PF_GROUPS ? ngroups - BLK_PF_GROUPS : 0;
+        pf.t0 = t1;
+        pf.ntok = blk_min(job->tc, T - t1);
+        pf.done = 0;
         for (int64_t x = 0; x < units; x += BLK_IL) {
             blk_unit un[BLK_IL];
             const int64_t m = blk_min(BLK_IL, units - x);
             for (int64_t s = 0; s < m; ++s) un[s] = (blk_unit){(x + s) / nblk, (x + s) % nblk};
-            blk_chunk_units(job, ws, b, hk, c0, gcols, un, m, live, n, x / BLK_IL == pf_group ? t1 : -1);
+            blk_chunk_units(job, ws, un, m, &rows, n, &pf, x / BLK_IL * n, ngroups * n);
         }
         /* the chunk's y rows out, rounded to the dtype */
         for (int64_t u = 0; u < n && !job->direct_y; ++u)
@@ -442,15 +525,17 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.groups = (job.blocks + job.nb - 1) / job.nb;
     job.hcols = job.nb * BLK_COLS;
     job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
+    job.direct_qk = a->dtype == GDN_F32;
     job.direct_v = a->dtype == GDN_F32 && a->Dv % BLK_COLS == 0;
     job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % 32 == 0;
-    /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y rows (and vector gate rows) too */
+    /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y chunk rows (and vector gate rows) too */
     int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
-    tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * job.hcols));
+    if (!job.direct_v || !job.direct_y) tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * job.hcols));
     if (vgate) tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * Dk));
     job.tc = blk_max(1, tc);
 
-    const size_t state = blk_round((size_t)(G * job.nb * Dk * BLK_COLS)), rows = blk_round((size_t)(job.tc * Dk));
+    const size_t state = blk_round((size_t)(G * job.nb * Dk * BLK_COLS));
+    const size_t rows = job.direct_qk ? 0 : blk_round((size_t)(job.tc * Dk));
     const size_t grows = vgate ? blk_round((size_t)(job.tc * G * Dk)) : 0;
     const size_t vrows = blk_round((size_t)(job.tc * G * job.hcols));
     const size_t vbuf = job.direct_v ? 0 : vrows, ybuf = job.direct_y ? 0 : vrows;
