@@ -202,15 +202,16 @@ static const blk_pass_fn *blk_passes_for(int64_t Dk) {
     return blk_fns_any;
 }
 
-/* Sizes of one call. A work item is (b, key head hk, group of `nb` column blocks) and covers the G = Hv / Hk
- * value heads of hk: a token's q and k rows are converted once for G * nb blocks, and per token the item
- * reads (writes) one contiguous stretch of v (y) when its blocks cover Dv. The window runs in chunks of `tc`
- * tokens whose rows are gathered into a per-worker workspace; the next chunk's rows are prefetched meanwhile. */
+/* Sizes of one call. A work item is (b, `nkh` consecutive key heads from hk0, group of `nb` column blocks) and
+ * covers their hu = nkh * G value heads (G = Hv / Hk): a token's q and k rows are converted once for hu * nb
+ * blocks, and per token the item touches few pages (its q, k, v and y rows are contiguous stretches when its
+ * blocks cover Dv). The window runs in chunks of `tc` tokens; the next chunk's rows are prefetched meanwhile. */
 typedef struct blk_job {
     const gdn__problem *p;
     int64_t blocks;  /* column blocks per value head */
     int64_t nb;      /* column blocks per value head per item */
-    int64_t groups;  /* items per key head */
+    int64_t groups;  /* items per key-head group */
+    int64_t nkh, hu; /* key heads per item; value heads per item (nkh * G) */
     int64_t tc;      /* tokens per chunk */
     int64_t hcols;   /* nb * BLK_COLS: a head's columns in the chunk buffers of v and y */
     int stream;      /* y is large: written around the caches */
@@ -219,11 +220,11 @@ typedef struct blk_job {
     int direct_y;    /* y is streamed in place (f32, whole blocks, 32-byte aligned, large): no y chunk rows */
     float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
-    /* regions of a worker's workspace, in floats; the state [G][nb][Dk][BLK_COLS] is at 0 */
-    size_t off_q, off_k; /* [tc][Dk] */
-    size_t off_gv, off_gk; /* vector gate: [tc][G][Dk] the gate row and g_i k_i */
-    size_t off_v, off_y; /* [tc][G][hcols] */
-    size_t off_gb;       /* [tc][G][2]: g and beta */
+    /* regions of a worker's workspace, in floats; the state [hu][nb][Dk][BLK_COLS] is at 0 */
+    size_t off_q, off_k;   /* [tc][nkh][Dk] */
+    size_t off_gv, off_gk; /* vector gate: [tc][hu][Dk] the gate row and g_i k_i */
+    size_t off_v, off_y;   /* [tc][hu][hcols] */
+    size_t off_gb;         /* [tc][hu][2]: g and beta */
 } blk_job;
 
 #define BLK_STATE_FLOATS 65536 /* an item's state: 256 KB (L2; a block pair's 16 KB is what L1 holds) */
@@ -231,6 +232,7 @@ typedef struct blk_job {
 #define BLK_MAX_TC 256
 #define BLK_STREAM_BYTES (8.0 * 1024 * 1024) /* y at least this large goes out around the caches */
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
+#define BLK_ITEMS_PER_THREAD 4 /* work items per thread, for balance */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -330,16 +332,17 @@ static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t
     }
 }
 
-/* A chunk's live tokens: their q and k rows as f32 (in the input, or converted in the workspace) and the
- * element offset of their v and y rows for the item (head h0, column c0). */
+/* A chunk's live tokens: the q and k rows of the item's first key head as f32 (in the input, or converted in
+ * the workspace; the next key heads' rows follow them) and the element offset of their v and y rows for the
+ * item (value head h0, column c0). */
 typedef struct blk_rows {
     const float *q[BLK_MAX_TC], *k[BLK_MAX_TC];
     int64_t vy[BLK_MAX_TC];
 } blk_rows;
 
-/* Where one block of an item is: value head hh of the item (0 .. G-1), column block lb of the item. */
+/* Where one block of an item is: value head hu of the item (0 .. hu-1), column block lb of the item. */
 typedef struct blk_unit {
-    int64_t hh, lb;
+    int64_t hu, lb;
 } blk_unit;
 
 /* Blocks un[0 .. m-1] (m <= BLK_IL) of an item through the chunk's n live tokens, in lockstep: each token,
@@ -348,7 +351,7 @@ typedef struct blk_unit {
 static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
                             int64_t n, blk_prefetcher *pf, int64_t step0, int64_t steps) {
     const gdn_delta_args *a = &job->p->a;
-    const int64_t Dk = a->Dk, G = job->p->group, vstride = G * job->hcols;
+    const int64_t Dk = a->Dk, G = job->p->group, H = job->hu, vstride = H * job->hcols;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     const blk_pass_fn *fns = blk_passes_for(Dk);
     const float *gvc = ws + job->off_gv, *gkc = ws + job->off_gk, *vc = ws + job->off_v, *gbc = ws + job->off_gb;
@@ -360,11 +363,11 @@ static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, i
     memset(ps, 0, sizeof ps);
     for (int64_t s = 0; s < m; ++s) {
         /* kv of the chunk's first live token: tree(S . k) (vector gate: . g k) */
-        col[s] = un[s].hh * job->hcols + un[s].lb * BLK_COLS;
-        ps[s].S = ws + (un[s].hh * job->nb + un[s].lb) * Dk * BLK_COLS;
+        col[s] = un[s].hu * job->hcols + un[s].lb * BLK_COLS;
+        ps[s].S = ws + (un[s].hu * job->nb + un[s].lb) * Dk * BLK_COLS;
         ps[s].Dk = Dk;
         ps[s].c = job->p->dk_lane;
-        ps[s].kn = vgate ? gkc + un[s].hh * Dk : rows->k[0];
+        ps[s].kn = vgate ? gkc + un[s].hu * Dk : rows->k[0] + un[s].hu / G * Dk;
         kv[s] = fns[BLK_KV](&ps[s]);
     }
     for (int64_t u = 0; u < n; ++u) {
@@ -372,13 +375,13 @@ static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, i
         blk_pf_step(pf, step0 + u, steps);
         for (int64_t s = 0; s < m; ++s) {
             blk_pass *P = &ps[s];
-            const int64_t hh = un[s].hh, u_next = last ? u : u + 1;
-            const int64_t io = rows->vy[u] + hh * a->Dv + un[s].lb * BLK_COLS;
-            const float *gb = gbc + (u * G + hh) * 2;
-            P->gv = gvc + (u * G + hh) * Dk;
-            P->k = rows->k[u];
-            P->q = rows->q[u];
-            P->kn = vgate ? gkc + (u_next * G + hh) * Dk : rows->k[u_next];
+            const int64_t hu = un[s].hu, kh = hu / G, u_next = last ? u : u + 1;
+            const int64_t io = rows->vy[u] + hu * a->Dv + un[s].lb * BLK_COLS;
+            const float *gb = gbc + (u * H + hu) * 2;
+            P->gv = gvc + (u * H + hu) * Dk;
+            P->k = rows->k[u] + kh * Dk;
+            P->q = rows->q[u] + kh * Dk;
+            P->kn = vgate ? gkc + (u_next * H + hu) * Dk : rows->k[u_next] + kh * Dk;
             P->g = blk_vbcast(gb[0]);
             /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
             const BLK_VEC beta = blk_vbcast(gb[1]);
@@ -401,13 +404,15 @@ static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, i
     }
 }
 
-/* One work item: (b, hk, a group of column blocks) for the G value heads of hk, over the whole window. */
+/* One work item: (b, key heads hk0 .. hk0+nkh-1, a group of column blocks) for their value heads h0 ..
+ * h0+hu-1, over the whole window. */
 static void blk_item(void *ctx, int64_t item, int worker) {
     const blk_job *job = ctx;
     const gdn__problem *p = job->p;
     const gdn_delta_args *a = &p->a;
-    const int64_t G = p->group, grp = item % job->groups, bk = item / job->groups, b = bk / a->Hk, hk = bk % a->Hk;
-    const int64_t Dk = a->Dk, Dv = a->Dv, T = a->T, h0 = hk * G, hcols = job->hcols, vstride = G * hcols;
+    const int64_t G = p->group, H = job->hu, nkh = job->nkh, grp = item % job->groups, bk = item / job->groups;
+    const int64_t b = bk / (a->Hk / nkh), hk0 = bk % (a->Hk / nkh) * nkh;
+    const int64_t Dk = a->Dk, Dv = a->Dv, T = a->T, h0 = hk0 * G, hcols = job->hcols, vstride = H * hcols;
     const int64_t blk0 = grp * job->nb, nblk = blk_min(job->nb, job->blocks - blk0);
     const int64_t c0 = blk0 * BLK_COLS, gcols = blk_min(nblk * BLK_COLS, Dv - c0);
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
@@ -416,27 +421,27 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
     blk_rows rows;
-    /* what a token of the next chunk reads: q, k rows; v of the G heads (one stretch when the item covers
-     * Dv); the gate rows of the G heads (vector gate) */
+    /* what a token of the next chunk reads: q, k rows of the key heads; v of the value heads (one stretch when
+     * the item covers Dv); their gate rows (vector gate) */
     blk_prefetcher pf;
     memset(&pf, 0, sizeof pf);
     {
-        const int64_t ds = (int64_t)p->dtype_size, qk0 = (b * T * a->Hk + hk) * Dk * ds;
+        const int64_t ds = (int64_t)p->dtype_size, qk0 = (b * T * a->Hk + hk0) * Dk * ds;
         const int64_t v0 = ((b * T * a->Hv + h0) * Dv + c0) * ds;
-        blk_pf_segment(&pf, (const char *)a->q + qk0, a->Hk * Dk * ds, Dk * ds);
-        blk_pf_segment(&pf, (const char *)a->k + qk0, a->Hk * Dk * ds, Dk * ds);
+        blk_pf_segment(&pf, (const char *)a->q + qk0, a->Hk * Dk * ds, nkh * Dk * ds);
+        blk_pf_segment(&pf, (const char *)a->k + qk0, a->Hk * Dk * ds, nkh * Dk * ds);
         if (gcols == Dv)
-            blk_pf_segment(&pf, (const char *)a->v + v0, a->Hv * Dv * ds, G * Dv * ds);
+            blk_pf_segment(&pf, (const char *)a->v + v0, a->Hv * Dv * ds, H * Dv * ds);
         else
-            for (int64_t hh = 0; hh < G && pf.nseg < 7; ++hh)
-                blk_pf_segment(&pf, (const char *)a->v + v0 + hh * Dv * ds, a->Hv * Dv * ds, gcols * ds);
+            for (int64_t hu = 0; hu < H && pf.nseg < 7; ++hu)
+                blk_pf_segment(&pf, (const char *)a->v + v0 + hu * Dv * ds, a->Hv * Dv * ds, gcols * ds);
         if (vgate)
-            blk_pf_segment(&pf, (const char *)(a->gate + (b * T * a->Hv + h0) * Dk), a->Hv * Dk * 4, G * Dk * 4);
+            blk_pf_segment(&pf, (const char *)(a->gate + (b * T * a->Hv + h0) * Dk), a->Hv * Dk * 4, H * Dk * 4);
     }
 
-    for (int64_t hh = 0; hh < G; ++hh)
+    for (int64_t hu = 0; hu < H; ++hu)
         for (int64_t blk = 0; blk < nblk; ++blk)
-            blk_state_in(a, b, h0 + hh, c0 + blk * BLK_COLS, S + (hh * job->nb + blk) * Dk * BLK_COLS);
+            blk_state_in(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
 
     for (int64_t t0 = 0; t0 < T; t0 += job->tc) {
         /* the chunk's live tokens: q, k rows as f32; per value head: the gate row and g k (vector gate), v of
@@ -445,45 +450,44 @@ static void blk_item(void *ctx, int64_t item, int worker) {
         int64_t n = 0;
         for (int64_t t = t0; t < t1; ++t) {
             if (!gdn__token_live(a, b, t)) {
-                for (int64_t hh = 0; hh < G; ++hh)
+                for (int64_t hu = 0; hu < H; ++hu)
                     for (int64_t j = 0; j < gcols; ++j)
-                        gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h0 + hh) * Dv + c0 + j, 0.0f);
+                        gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h0 + hu) * Dv + c0 + j, 0.0f);
                 continue;
             }
-            const int64_t qk_row = ((b * T + t) * a->Hk + hk) * Dk;
+            const int64_t qk_row = ((b * T + t) * a->Hk + hk0) * Dk;
             rows.q[n] = (const float *)a->q + qk_row;
             rows.k[n] = (const float *)a->k + qk_row;
             rows.vy[n] = ((b * T + t) * a->Hv + h0) * Dv + c0;
             if (!job->direct_qk) {
-                blk_load_row(qc + n * Dk, a->q, a->dtype, qk_row, Dk);
-                blk_load_row(kc + n * Dk, a->k, a->dtype, qk_row, Dk);
-                rows.q[n] = qc + n * Dk;
-                rows.k[n] = kc + n * Dk;
+                blk_load_row(qc + n * nkh * Dk, a->q, a->dtype, qk_row, nkh * Dk);
+                blk_load_row(kc + n * nkh * Dk, a->k, a->dtype, qk_row, nkh * Dk);
+                rows.q[n] = qc + n * nkh * Dk;
+                rows.k[n] = kc + n * nkh * Dk;
             }
-            const float *k = rows.k[n];
-            for (int64_t hh = 0; hh < G; ++hh) {
-                const int64_t h = h0 + hh;
-                float *vr = vc + n * vstride + hh * hcols;
+            for (int64_t hu = 0; hu < H; ++hu) {
+                const int64_t h = h0 + hu;
+                float *vr = vc + n * vstride + hu * hcols;
                 if (!job->direct_v) {
                     blk_load_row(vr, a->v, a->dtype, ((b * T + t) * a->Hv + h) * Dv + c0, gcols);
                     for (int64_t j = gcols; j < nblk * BLK_COLS; ++j) vr[j] = 0.0f;
                 }
                 if (vgate) {
-                    const float *gv = a->gate + ((b * T + t) * a->Hv + h) * Dk;
-                    float *gvr = gvc + (n * G + hh) * Dk, *gkr = gkc + (n * G + hh) * Dk;
+                    const float *gv = a->gate + ((b * T + t) * a->Hv + h) * Dk, *k = rows.k[n] + hu / G * Dk;
+                    float *gvr = gvc + (n * H + hu) * Dk, *gkr = gkc + (n * H + hu) * Dk;
                     for (int64_t i = 0; i < Dk; ++i) {
                         gvr[i] = gv[i];
                         gkr[i] = gv[i] * k[i];
                     }
                 }
-                gbc[(n * G + hh) * 2] = vgate ? 0.0f : gdn__scalar_gate(a, b, t, h);
-                gbc[(n * G + hh) * 2 + 1] = gdn__beta(a, b, t, h);
+                gbc[(n * H + hu) * 2] = vgate ? 0.0f : gdn__scalar_gate(a, b, t, h);
+                gbc[(n * H + hu) * 2 + 1] = gdn__beta(a, b, t, h);
             }
             live[n++] = t;
         }
         if (n == 0) continue;
-        /* the item's G * nblk blocks, BLK_IL at a time, while the next chunk's rows are prefetched */
-        const int64_t units = G * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
+        /* the item's hu * nblk blocks, BLK_IL at a time, while the next chunk's rows are prefetched */
+        const int64_t units = H * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
         pf.t0 = t1;
         pf.ntok = blk_min(job->tc, T - t1);
         pf.done = 0;
@@ -495,16 +499,16 @@ static void blk_item(void *ctx, int64_t item, int worker) {
         }
         /* the chunk's y rows out, rounded to the dtype */
         for (int64_t u = 0; u < n && !job->direct_y; ++u)
-            for (int64_t hh = 0; hh < G; ++hh)
-                blk_store_row(a->y, a->dtype, ((b * T + live[u]) * a->Hv + h0 + hh) * Dv + c0,
-                              yc + u * vstride + hh * hcols, gcols, job->stream);
+            for (int64_t hu = 0; hu < H; ++hu)
+                blk_store_row(a->y, a->dtype, ((b * T + live[u]) * a->Hv + h0 + hu) * Dv + c0,
+                              yc + u * vstride + hu * hcols, gcols, job->stream);
     }
     if (job->stream) blk_stream_fence();
 
     if (a->state_out)
-        for (int64_t hh = 0; hh < G; ++hh)
+        for (int64_t hu = 0; hu < H; ++hu)
             for (int64_t blk = 0; blk < nblk; ++blk)
-                blk_state_out(a, b, h0 + hh, c0 + blk * BLK_COLS, S + (hh * job->nb + blk) * Dk * BLK_COLS);
+                blk_state_out(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
 }
 
 /* The kernel. One workspace per call (per worker: an item's state and a chunk's rows), allocated before
@@ -518,9 +522,17 @@ static gdn_status blk_run(const gdn__problem *p) {
     memset(&job, 0, sizeof job);
     job.p = p;
     job.blocks = (a->Dv + BLK_COLS - 1) / BLK_COLS;
-    /* blocks per item: the item's state within BLK_STATE_FLOATS; at least 2 items per thread when possible */
-    job.nb = blk_max(1, blk_min(job.blocks, BLK_STATE_FLOATS / (G * Dk * BLK_COLS)));
-    const int64_t keyheads = a->B * a->Hk, want = (2 * (int64_t)p->threads + keyheads - 1) / keyheads;
+    /* At least BLK_ITEMS_PER_THREAD items per thread when possible: with many key heads an item takes the
+     * largest divisor nkh of Hk that keeps enough items (and its state within BLK_STATE_FLOATS); with few, the
+     * columns split into groups of nb blocks. */
+    const int64_t want_items = BLK_ITEMS_PER_THREAD * (int64_t)p->threads, keyheads = a->B * a->Hk;
+    job.nkh = 1;
+    for (int64_t d = 2; d <= a->Hk; ++d)
+        if (a->Hk % d == 0 && keyheads / d >= want_items && d * G * job.blocks * Dk * BLK_COLS <= BLK_STATE_FLOATS)
+            job.nkh = d;
+    job.hu = job.nkh * G;
+    job.nb = blk_max(1, blk_min(job.blocks, BLK_STATE_FLOATS / (job.hu * Dk * BLK_COLS)));
+    const int64_t items = keyheads / job.nkh, want = (want_items + items - 1) / items;
     if (want > 1) job.nb = blk_max(1, blk_min(job.nb, (job.blocks + want - 1) / want));
     job.groups = (job.blocks + job.nb - 1) / job.nb;
     job.hcols = job.nb * BLK_COLS;
@@ -530,14 +542,15 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % 32 == 0;
     /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y chunk rows (and vector gate rows) too */
     int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
-    if (!job.direct_v || !job.direct_y) tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * job.hcols));
-    if (vgate) tc = blk_min(tc, BLK_CHUNK_FLOATS / (G * Dk));
+    if (!job.direct_qk) tc = blk_min(tc, BLK_CHUNK_FLOATS / (job.nkh * Dk));
+    if (!job.direct_v || !job.direct_y) tc = blk_min(tc, BLK_CHUNK_FLOATS / (job.hu * job.hcols));
+    if (vgate) tc = blk_min(tc, BLK_CHUNK_FLOATS / (job.hu * Dk));
     job.tc = blk_max(1, tc);
 
-    const size_t state = blk_round((size_t)(G * job.nb * Dk * BLK_COLS));
-    const size_t rows = job.direct_qk ? 0 : blk_round((size_t)(job.tc * Dk));
-    const size_t grows = vgate ? blk_round((size_t)(job.tc * G * Dk)) : 0;
-    const size_t vrows = blk_round((size_t)(job.tc * G * job.hcols));
+    const size_t state = blk_round((size_t)(job.hu * job.nb * Dk * BLK_COLS));
+    const size_t rows = job.direct_qk ? 0 : blk_round((size_t)(job.tc * job.nkh * Dk));
+    const size_t grows = vgate ? blk_round((size_t)(job.tc * job.hu * Dk)) : 0;
+    const size_t vrows = blk_round((size_t)(job.tc * job.hu * job.hcols));
     const size_t vbuf = job.direct_v ? 0 : vrows, ybuf = job.direct_y ? 0 : vrows;
     job.off_q = state;
     job.off_k = job.off_q + rows;
@@ -546,10 +559,10 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.off_v = job.off_gk + grows;
     job.off_y = job.off_v + vbuf;
     job.off_gb = job.off_y + ybuf;
-    job.ws_stride = job.off_gb + blk_round((size_t)(job.tc * G * 2));
+    job.ws_stride = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
     job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(a->B * a->Hk * job.groups, p->threads, blk_item, &job);
+    gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, p->threads, blk_item, &job);
     free(job.ws);
     return GDN_OK;
 }
