@@ -5,14 +5,19 @@
 
 #include "gdn_internal.h"
 
-/* Output rows that the kernel writes once: whole 32-byte vectors with non-temporal stores when both ends are
- * aligned, the rest with memcpy. */
+/* Output rows that the kernel writes once: whole 32-byte pieces of the destination with non-temporal stores,
+ * the unaligned ends with memcpy. */
 static inline void avx2_stream(void *dst, const void *src, size_t bytes) {
-    size_t i = 0;
-    if (((uintptr_t)dst & 31) == 0 && ((uintptr_t)src & 31) == 0)
-        for (; i + 32 <= bytes; i += 32)
-            _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i)));
-    memcpy((char *)dst + i, (const char *)src + i, bytes - i);
+    char *d = dst;
+    const char *s = src;
+    size_t i = (32 - ((uintptr_t)d & 31)) & 31;
+    if (i >= bytes) {
+        memcpy(d, s, bytes);
+        return;
+    }
+    memcpy(d, s, i);
+    for (; i + 32 <= bytes; i += 32) _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+    memcpy(d + i, s + i, bytes - i);
 }
 
 #define BLK_VEC __m256

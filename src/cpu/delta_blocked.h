@@ -498,10 +498,14 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             blk_chunk_units(job, ws, un, m, &rows, n, &pf, x / BLK_IL * n, ngroups * n);
         }
         /* the chunk's y rows out, rounded to the dtype */
-        for (int64_t u = 0; u < n && !job->direct_y; ++u)
-            for (int64_t hu = 0; hu < H; ++hu)
-                blk_store_row(a->y, a->dtype, ((b * T + live[u]) * a->Hv + h0 + hu) * Dv + c0,
-                              yc + u * vstride + hu * hcols, gcols, job->stream);
+        for (int64_t u = 0; u < n && !job->direct_y; ++u) {
+            const int64_t y_row = ((b * T + live[u]) * a->Hv + h0) * Dv + c0;
+            if (gcols == hcols && gcols == Dv) /* the item's heads are one stretch of y and of the chunk row */
+                blk_store_row(a->y, a->dtype, y_row, yc + u * vstride, H * Dv, job->stream);
+            else
+                for (int64_t hu = 0; hu < H; ++hu)
+                    blk_store_row(a->y, a->dtype, y_row + hu * Dv, yc + u * vstride + hu * hcols, gcols, job->stream);
+        }
     }
     if (job->stream) blk_stream_fence();
 
