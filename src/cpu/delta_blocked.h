@@ -221,10 +221,11 @@ typedef struct blk_job {
     float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
     /* regions of a worker's workspace, in floats; the state [hu][nb][Dk][BLK_COLS] is at 0 */
-    size_t off_q, off_k;   /* [tc][nkh][Dk] */
-    size_t off_gv, off_gk; /* vector gate: [tc][hu][Dk] the gate row and g_i k_i */
+    size_t off_q, off_k;   /* [tc + 1][nkh][Dk] (k: one more token, the next chunk's first) */
+    size_t off_gv, off_gk; /* vector gate: [tc + 1][hu][Dk] the gate row and g_i k_i */
     size_t off_v, off_y;   /* [tc][hu][hcols] */
     size_t off_gb;         /* [tc][hu][2]: g and beta */
+    size_t off_kv;         /* [hu][nb] blk_part: each block's kv carried into the next chunk */
 } blk_job;
 
 #define BLK_STATE_FLOATS 65536 /* an item's state: 256 KB (L2; a block pair's 16 KB is what L1 holds) */
@@ -332,11 +333,11 @@ static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t
     }
 }
 
-/* A chunk's live tokens: the q and k rows of the item's first key head as f32 (in the input, or converted in
+/* A chunk's n live tokens: the q and k rows of the item's first key head as f32 (in the input, or converted in
  * the workspace; the next key heads' rows follow them) and the element offset of their v and y rows for the
- * item (value head h0, column c0). */
+ * item (value head h0, column c0); and the k row of the next chunk's first live token. */
 typedef struct blk_rows {
-    const float *q[BLK_MAX_TC], *k[BLK_MAX_TC];
+    const float *q[BLK_MAX_TC], *k[BLK_MAX_TC + 1]; /* k[n]: the next chunk's first live token, if any */
     int64_t vy[BLK_MAX_TC];
 } blk_rows;
 
@@ -349,33 +350,36 @@ typedef struct blk_unit {
  * every block runs its pass, so a block's delta never waits on the pass just issued. These are steps step0 ..
  * step0 + n - 1 of the chunk's `steps`, over which pf prefetches the next chunk. */
 static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
-                            int64_t n, blk_prefetcher *pf, int64_t step0, int64_t steps) {
+                            int64_t n, int carried, int more, blk_prefetcher *pf, int64_t step0, int64_t steps) {
     const gdn_delta_args *a = &job->p->a;
     const int64_t Dk = a->Dk, G = job->p->group, H = job->hu, vstride = H * job->hcols;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     const blk_pass_fn *fns = blk_passes_for(Dk);
     const float *gvc = ws + job->off_gv, *gkc = ws + job->off_gk, *vc = ws + job->off_v, *gbc = ws + job->off_gb;
     float *yc = ws + job->off_y;
+    blk_part *kv_carry = (blk_part *)(void *)(ws + job->off_kv);
     const BLK_VEC scale = blk_vbcast(a->scale);
     blk_pass ps[BLK_IL];
     blk_part kv[BLK_IL];
     int64_t col[BLK_IL]; /* the block's columns in a token's v and y chunk rows */
     memset(ps, 0, sizeof ps);
     for (int64_t s = 0; s < m; ++s) {
-        /* kv of the chunk's first live token: tree(S . k) (vector gate: . g k) */
+        /* kv of the chunk's first live token: carried from the previous chunk's last pass, or tree(S . k)
+         * (vector gate: . g k) */
+        const int64_t unit = un[s].hu * job->nb + un[s].lb;
         col[s] = un[s].hu * job->hcols + un[s].lb * BLK_COLS;
-        ps[s].S = ws + (un[s].hu * job->nb + un[s].lb) * Dk * BLK_COLS;
+        ps[s].S = ws + unit * Dk * BLK_COLS;
         ps[s].Dk = Dk;
         ps[s].c = job->p->dk_lane;
         ps[s].kn = vgate ? gkc + un[s].hu * Dk : rows->k[0] + un[s].hu / G * Dk;
-        kv[s] = fns[BLK_KV](&ps[s]);
+        kv[s] = carried ? kv_carry[unit] : fns[BLK_KV](&ps[s]);
     }
     for (int64_t u = 0; u < n; ++u) {
-        const int last = u + 1 == n;
+        const int last = u + 1 == n && !more;
         blk_pf_step(pf, step0 + u, steps);
         for (int64_t s = 0; s < m; ++s) {
             blk_pass *P = &ps[s];
-            const int64_t hu = un[s].hu, kh = hu / G, u_next = last ? u : u + 1;
+            const int64_t hu = un[s].hu, kh = hu / G, u_next = last ? u : u + 1; /* n: the next chunk's */
             const int64_t io = rows->vy[u] + hu * a->Dv + un[s].lb * BLK_COLS;
             const float *gb = gbc + (u * H + hu) * 2;
             P->gv = gvc + (u * H + hu) * Dk;
@@ -402,6 +406,7 @@ static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, i
             }
         }
     }
+    for (int64_t s = 0; s < m; ++s) kv_carry[un[s].hu * job->nb + un[s].lb] = kv[s];
 }
 
 /* One work item: (b, key heads hk0 .. hk0+nkh-1, a group of column blocks) for their value heads h0 ..
@@ -421,6 +426,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
     blk_rows rows;
+    int carried = 0; /* the blocks' kv of the next live token was computed by the previous chunk */
     /* what a token of the next chunk reads: q, k rows of the key heads; v of the value heads (one stretch when
      * the item covers Dv); their gate rows (vector gate) */
     blk_prefetcher pf;
@@ -486,6 +492,24 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             live[n++] = t;
         }
         if (n == 0) continue;
+        /* the next chunk's first live token: its k row (vector gate: g k per value head) ends this chunk's last
+         * pass, whose kv the next chunk starts from */
+        int64_t tn = t1;
+        while (tn < T && !gdn__token_live(a, b, tn)) ++tn;
+        const int more = tn < T;
+        if (more) {
+            const int64_t qk_row = ((b * T + tn) * a->Hk + hk0) * Dk;
+            rows.k[n] = (const float *)a->k + qk_row;
+            if (!job->direct_qk) {
+                blk_load_row(kc + n * nkh * Dk, a->k, a->dtype, qk_row, nkh * Dk);
+                rows.k[n] = kc + n * nkh * Dk;
+            }
+            for (int64_t hu = 0; hu < H && vgate; ++hu) {
+                const float *gv = a->gate + ((b * T + tn) * a->Hv + h0 + hu) * Dk, *k = rows.k[n] + hu / G * Dk;
+                float *gkr = gkc + (n * H + hu) * Dk;
+                for (int64_t i = 0; i < Dk; ++i) gkr[i] = gv[i] * k[i];
+            }
+        }
         /* the item's hu * nblk blocks, BLK_IL at a time, while the next chunk's rows are prefetched */
         const int64_t units = H * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
         pf.t0 = t1;
@@ -495,8 +519,9 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             blk_unit un[BLK_IL];
             const int64_t m = blk_min(BLK_IL, units - x);
             for (int64_t s = 0; s < m; ++s) un[s] = (blk_unit){(x + s) / nblk, (x + s) % nblk};
-            blk_chunk_units(job, ws, un, m, &rows, n, &pf, x / BLK_IL * n, ngroups * n);
+            blk_chunk_units(job, ws, un, m, &rows, n, carried, more, &pf, x / BLK_IL * n, ngroups * n);
         }
+        carried = more;
         /* the chunk's y rows out, rounded to the dtype */
         for (int64_t u = 0; u < n && !job->direct_y; ++u) {
             const int64_t y_row = ((b * T + live[u]) * a->Hv + h0) * Dv + c0;
@@ -552,8 +577,8 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.tc = blk_max(1, tc);
 
     const size_t state = blk_round((size_t)(job.hu * job.nb * Dk * BLK_COLS));
-    const size_t rows = job.direct_qk ? 0 : blk_round((size_t)(job.tc * job.nkh * Dk));
-    const size_t grows = vgate ? blk_round((size_t)(job.tc * job.hu * Dk)) : 0;
+    const size_t rows = job.direct_qk ? 0 : blk_round((size_t)((job.tc + 1) * job.nkh * Dk));
+    const size_t grows = vgate ? blk_round((size_t)((job.tc + 1) * job.hu * Dk)) : 0;
     const size_t vrows = blk_round((size_t)(job.tc * job.hu * job.hcols));
     const size_t vbuf = job.direct_v ? 0 : vrows, ybuf = job.direct_y ? 0 : vrows;
     job.off_q = state;
@@ -563,7 +588,8 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.off_v = job.off_gk + grows;
     job.off_y = job.off_v + vbuf;
     job.off_gb = job.off_y + ybuf;
-    job.ws_stride = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
+    job.off_kv = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
+    job.ws_stride = job.off_kv + (size_t)(job.hu * job.nb) * (sizeof(blk_part) / sizeof(float));
     job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
     gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, p->threads, blk_item, &job);
