@@ -29,6 +29,9 @@
  *     blk_prefetch(p)               a cache prefetch hint for the line at p (may do nothing)
  *     blk_stream(dst, src, bytes)   memcpy for output rows (may bypass the cache); blk_stream_fence() after them
  *     blk_vloadu(p), blk_vstream(p, x)  unaligned load; aligned store that may bypass the cache
+ *     blk_cvt_in16(dst, src, n, bf16), blk_cvt_out16(dst, src, n, bf16)  n halves (bf16: bfloat16s) to f32
+ *                                   exactly as gdn__f16_to_f32 / gdn__bf16_to_f32, and f32 to them as
+ *                                   gdn__f32_to_f16 / gdn__f32_to_bf16 (the same bits)
  */
 #ifndef GDN_CPU_DELTA_BLOCKED_H
 #define GDN_CPU_DELTA_BLOCKED_H
@@ -243,10 +246,8 @@ static size_t blk_round(size_t n) { return (n + 15) / 16 * 16; } /* floats, to 6
 static void blk_load_row(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
     if (dtype == GDN_F32) {
         memcpy(dst, (const float *)base + idx, sizeof(float) * (size_t)n);
-    } else if (dtype == GDN_BF16) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = gdn__bf16_to_f32(((const uint16_t *)base)[idx + i]);
     } else {
-        for (int64_t i = 0; i < n; ++i) dst[i] = gdn__f16_to_f32(((const uint16_t *)base)[idx + i]);
+        blk_cvt_in16(dst, (const uint16_t *)base + idx, n, dtype == GDN_BF16);
     }
 }
 
@@ -267,8 +268,7 @@ static void blk_store_row(void *base, gdn_dtype dtype, int64_t idx, const float 
     _Alignas(64) uint16_t tmp[64];
     for (int64_t i0 = 0; i0 < n; i0 += 64) {
         const int64_t m = blk_min(64, n - i0);
-        for (int64_t i = 0; i < m; ++i)
-            tmp[i] = dtype == GDN_BF16 ? gdn__f32_to_bf16(src[i0 + i]) : gdn__f32_to_f16(src[i0 + i]);
+        blk_cvt_out16(tmp, src + i0, m, dtype == GDN_BF16);
         blk_out((uint16_t *)base + idx + i0, tmp, sizeof(uint16_t) * (size_t)m, stream);
     }
 }

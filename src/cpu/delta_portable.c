@@ -52,6 +52,14 @@ static inline portable_vec portable_add(portable_vec a, portable_vec b) {
     return a;
 }
 
+static void portable_cvt_in16(float *dst, const uint16_t *src, int64_t n, int bf16) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? gdn__bf16_to_f32(src[i]) : gdn__f16_to_f32(src[i]);
+}
+
+static void portable_cvt_out16(uint16_t *dst, const float *src, int64_t n, int bf16) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? gdn__f32_to_bf16(src[i]) : gdn__f32_to_f16(src[i]);
+}
+
 #define BLK_VEC portable_vec
 #define BLK_VW 8
 #define BLK_NV 1
@@ -66,6 +74,8 @@ static inline portable_vec portable_add(portable_vec a, portable_vec b) {
 #define blk_prefetch(p) ((void)(p))
 #define blk_stream(dst, src, bytes) memcpy((dst), (src), (bytes))
 #define blk_stream_fence() ((void)0)
+#define blk_cvt_in16(dst, src, n, bf16) portable_cvt_in16((dst), (src), (n), (bf16))
+#define blk_cvt_out16(dst, src, n, bf16) portable_cvt_out16((dst), (src), (n), (bf16))
 #define blk_vloadu(p) portable_load(p)
 #define blk_vstream(p, x) portable_store((p), (x))
 #include "cpu/delta_blocked.h"
