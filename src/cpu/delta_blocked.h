@@ -9,9 +9,9 @@
  *     lane l of the tree owns key rows [l*c, min(l*c + c, Dk)), c = ceil(Dk / 32): its partial accumulates
  *     ascending with fma from +0; partials merge pairwise p[l] + p[l+m], m = 1, 2, 4, 8, 16.
  *
- * With BLK_STATIC_TREES defined, Dk = 32, 64, 128, 256 get static trees: each group of 16 rows is one
- * straight-line subtree (blk_tree16 -> ... -> blk_lane inlined, partials in registers) and groups merge as a
- * binary counter; any other Dk (and every Dk without BLK_STATIC_TREES) runs the same tree as a loop over lanes. Each token's update+readout pass is fused with the next live token's kv pass, so every
+ * The tree is static in groups of 4 lanes: each group is one straight-line subtree (blk_tree4 -> blk_tree2 ->
+ * blk_lane inlined, partials in registers) and the 8 groups merge as a binary counter. With BLK_STATIC_TREES
+ * defined, Dk = 32, 64, 128, 256 get passes with the rows per lane known at compile time. Each token's update+readout pass is fused with the next live token's kv pass, so every
  * state element is loaded and stored once per token:
  *
  *     S'   = fma(g, S, k_i * d)        (vector gate: g_i)
@@ -124,8 +124,6 @@ BLK_INLINE blk_part blk_add(blk_part x, blk_part y) {
     }
 BLK_LEVEL(blk_tree2, blk_lane, 1)
 BLK_LEVEL(blk_tree4, blk_tree2, 2)
-BLK_LEVEL(blk_tree8, blk_tree4, 4)
-BLK_LEVEL(blk_tree16, blk_tree8, 8)
 
 #undef BLK_LEVEL
 
@@ -133,14 +131,16 @@ typedef blk_part (*blk_pass_fn)(const blk_pass *ps);
 
 /* The passes, one function per (rows per lane, mode, gate): Dk = 32 c straight-line for c = 1, 2, 4, 8, and
  * one for any Dk. */
-/* Any Dk: lanes in order with runtime row counts; a node merges with its pending left sibling as soon as it
- * completes (a binary counter over the lane index), which is the same tree. */
-BLK_INLINE blk_part blk_pass_loop(const blk_pass *ps, int mode, int vgate) {
-    blk_part pending[5];
+/* The pass: the 32 lanes in 8 groups of 4 whose subtree is straight-line code (partials in registers); a
+ * group's node merges with its pending left sibling as soon as it completes (a binary counter over the group
+ * index), which is the same tree. Groups within the full lanes (rows [0, Dk / c * c)) run with cnt = c. */
+BLK_INLINE blk_part blk_pass_groups(const blk_pass *ps, int mode, int vgate, int64_t c, int all_full) {
+    const int64_t full_groups = all_full ? 8 : ps->Dk / c / 4;
+    blk_part pending[3];
     int top = 0;
-    for (int64_t l = 0; l < 32; ++l) {
-        blk_part r = blk_lane(ps, l, mode, vgate, ps->c, 0);
-        for (int64_t x = l; x & 1; x >>= 1) r = blk_add(pending[--top], r);
+    for (int64_t gi = 0; gi < 8; ++gi) {
+        blk_part r = gi < full_groups ? blk_tree4(ps, 4 * gi, mode, vgate, c, 1) : blk_tree4(ps, 4 * gi, mode, vgate, c, 0);
+        for (int64_t x = gi; x & 1; x >>= 1) r = blk_add(pending[--top], r);
         pending[top++] = r;
     }
     return pending[0];
@@ -160,34 +160,17 @@ BLK_INLINE blk_part blk_pass_loop(const blk_pass *ps, int mode, int vgate) {
     BLK_PASS_FN(blk_fusv_##suffix, tree(BLK_FUSED, 1))                                                       \
     static const blk_pass_fn blk_fns_##suffix[5] = {blk_kv_##suffix, blk_upd_##suffix, blk_fus_##suffix,      \
                                                     blk_updv_##suffix, blk_fusv_##suffix};
-#define BLK_TREE_LOOP(mode, vgate) blk_pass_loop(ps, mode, vgate)
-BLK_PASSES(any, BLK_TREE_LOOP)
+/* any Dk: c at run time */
+#define BLK_TREE_ANY(mode, vgate) blk_pass_groups(ps, mode, vgate, ps->c, 0)
+BLK_PASSES(any, BLK_TREE_ANY)
 #ifdef BLK_STATIC_TREES
-/* Dk = 32 c: lanes in groups of 16 rows whose subtree is straight-line code (partials in registers); groups merge
- * with the binary counter. */
-BLK_INLINE blk_part blk_group(const blk_pass *ps, int64_t l, int64_t lanes, int mode, int vgate, int64_t c) {
-    switch (lanes) {
-    case 16: return blk_tree16(ps, l, mode, vgate, c, 1);
-    case 8: return blk_tree8(ps, l, mode, vgate, c, 1);
-    case 4: return blk_tree4(ps, l, mode, vgate, c, 1);
-    case 2: return blk_tree2(ps, l, mode, vgate, c, 1);
-    default: return blk_lane(ps, l, mode, vgate, c, 1);
-    }
-}
-
-BLK_INLINE blk_part blk_pass_groups(const blk_pass *ps, int mode, int vgate, int64_t c) {
-    const int64_t lanes = c < 16 ? 16 / c : 1;
-    blk_part pending[5];
-    int top = 0;
-    for (int64_t gi = 0; gi < 32 / lanes; ++gi) {
-        blk_part r = blk_group(ps, gi * lanes, lanes, mode, vgate, c);
-        for (int64_t x = gi; x & 1; x >>= 1) r = blk_add(pending[--top], r);
-        pending[top++] = r;
-    }
-    return pending[0];
-}
-#define BLK_TREE_C4(mode, vgate) blk_pass_groups(ps, mode, vgate, 4)
-#define BLK_TREE_C8(mode, vgate) blk_pass_groups(ps, mode, vgate, 8)
+/* Dk = 32 c for c = 1, 2, 4, 8: c known, every lane full */
+#define BLK_TREE_C1(mode, vgate) blk_pass_groups(ps, mode, vgate, 1, 1)
+#define BLK_TREE_C2(mode, vgate) blk_pass_groups(ps, mode, vgate, 2, 1)
+#define BLK_TREE_C4(mode, vgate) blk_pass_groups(ps, mode, vgate, 4, 1)
+#define BLK_TREE_C8(mode, vgate) blk_pass_groups(ps, mode, vgate, 8, 1)
+BLK_PASSES(c1, BLK_TREE_C1)
+BLK_PASSES(c2, BLK_TREE_C2)
 BLK_PASSES(c4, BLK_TREE_C4)
 BLK_PASSES(c8, BLK_TREE_C8)
 #endif
@@ -196,6 +179,8 @@ BLK_PASSES(c8, BLK_TREE_C8)
 static const blk_pass_fn *blk_passes_for(int64_t Dk) {
 #ifdef BLK_STATIC_TREES
     switch (Dk) {
+    case 32: return blk_fns_c1;
+    case 64: return blk_fns_c2;
     case 128: return blk_fns_c4;
     case 256: return blk_fns_c8;
     default: break;
