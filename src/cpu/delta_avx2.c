@@ -87,6 +87,26 @@ static void avx2_cvt_out16(uint16_t *dst, const float *src, int64_t n, int bf16)
     for (; i < n; ++i) dst[i] = bf16 ? gdn__f32_to_bf16(src[i]) : gdn__f32_to_f16(src[i]);
 }
 
+/* dst[r * ds + c] = src[c * ss + r], r, c < 8: rows of src in, interleaved by pairs, quads and halves. */
+static inline void avx2_transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
+    __m256 r[8], t[8];
+    for (int c = 0; c < 8; ++c) r[c] = _mm256_loadu_ps(src + c * ss);
+    for (int c = 0; c < 8; c += 2) {
+        t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
+        t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
+    }
+    for (int c = 0; c < 8; c += 4) {
+        r[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
+        r[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xee);
+        r[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
+        r[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xee);
+    }
+    for (int c = 0; c < 4; ++c) {
+        _mm256_storeu_ps(dst + c * ds, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
+        _mm256_storeu_ps(dst + (c + 4) * ds, _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
+    }
+}
+
 #define BLK_VEC __m256
 #define BLK_VW 8
 #define BLK_NV 2
@@ -101,6 +121,7 @@ static void avx2_cvt_out16(uint16_t *dst, const float *src, int64_t n, int bf16)
 #define blk_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define blk_stream(dst, src, bytes) avx2_stream((dst), (src), (bytes))
 #define blk_stream_fence() _mm_sfence()
+#define blk_transpose8(dst, ds, src, ss) avx2_transpose8((dst), (ds), (src), (ss))
 #define blk_cvt_in16(dst, src, n, bf16) avx2_cvt_in16((dst), (src), (n), (bf16))
 #define blk_cvt_out16(dst, src, n, bf16) avx2_cvt_out16((dst), (src), (n), (bf16))
 #define blk_vloadu(p) _mm256_loadu_ps(p)

@@ -29,6 +29,7 @@
  *     blk_prefetch(p)               a cache prefetch hint for the line at p (may do nothing)
  *     blk_stream(dst, src, bytes)   memcpy for output rows (may bypass the cache); blk_stream_fence() after them
  *     blk_vloadu(p), blk_vstream(p, x)  unaligned load; aligned store that may bypass the cache
+ *     blk_transpose8(dst, ds, src, ss)  dst[r * ds + c] = src[c * ss + r] for r, c < 8
  *     blk_cvt_in16(dst, src, n, bf16), blk_cvt_out16(dst, src, n, bf16)  n halves (bf16: bfloat16s) to f32
  *                                   exactly as gdn__f16_to_f32 / gdn__bf16_to_f32, and f32 to them as
  *                                   gdn__f32_to_f16 / gdn__f32_to_bf16 (the same bits)
@@ -295,8 +296,11 @@ static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t 
     if (a->state_layout == GDN_STATE_KV) {
         /* [Dk][Dv]: the block is a contiguous piece of each key row */
         for (int64_t i = 0; i < Dk; ++i) memcpy(Sb + i * BLK_COLS, base + i * Dv + j0, sizeof(float) * (size_t)ncols);
+    } else if (ncols == BLK_COLS && Dk % 8 == 0) {
+        /* [Dv][Dk]: each column's keys are contiguous; 8 x 8 tiles transposed */
+        for (int64_t jj = 0; jj < BLK_COLS; jj += 8)
+            for (int64_t i = 0; i < Dk; i += 8) blk_transpose8(Sb + i * BLK_COLS + jj, BLK_COLS, base + (j0 + jj) * Dk + i, Dk);
     } else {
-        /* [Dv][Dk]: each column's keys are contiguous */
         for (int64_t jj = 0; jj < ncols; ++jj) {
             const float *col = base + (j0 + jj) * Dk;
             for (int64_t i = 0; i < Dk; ++i) Sb[i * BLK_COLS + jj] = col[i];
@@ -310,6 +314,9 @@ static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t
     float *base = a->state_out + (b * a->Hv + h) * Dk * Dv;
     if (a->state_layout == GDN_STATE_KV) {
         for (int64_t i = 0; i < Dk; ++i) memcpy(base + i * Dv + j0, Sb + i * BLK_COLS, sizeof(float) * (size_t)ncols);
+    } else if (ncols == BLK_COLS && Dk % 8 == 0) {
+        for (int64_t jj = 0; jj < BLK_COLS; jj += 8)
+            for (int64_t i = 0; i < Dk; i += 8) blk_transpose8(base + (j0 + jj) * Dk + i, Dk, Sb + i * BLK_COLS + jj, BLK_COLS);
     } else {
         for (int64_t jj = 0; jj < ncols; ++jj) {
             float *col = base + (j0 + jj) * Dk;

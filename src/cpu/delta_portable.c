@@ -60,6 +60,11 @@ static void portable_cvt_out16(uint16_t *dst, const float *src, int64_t n, int b
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? gdn__f32_to_bf16(src[i]) : gdn__f32_to_f16(src[i]);
 }
 
+static void portable_transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
+    for (int64_t r = 0; r < 8; ++r)
+        for (int64_t c = 0; c < 8; ++c) dst[r * ds + c] = src[c * ss + r];
+}
+
 #define BLK_VEC portable_vec
 #define BLK_VW 8
 #define BLK_NV 1
@@ -74,6 +79,7 @@ static void portable_cvt_out16(uint16_t *dst, const float *src, int64_t n, int b
 #define blk_prefetch(p) ((void)(p))
 #define blk_stream(dst, src, bytes) memcpy((dst), (src), (bytes))
 #define blk_stream_fence() ((void)0)
+#define blk_transpose8(dst, ds, src, ss) portable_transpose8((dst), (ds), (src), (ss))
 #define blk_cvt_in16(dst, src, n, bf16) portable_cvt_in16((dst), (src), (n), (bf16))
 #define blk_cvt_out16(dst, src, n, bf16) portable_cvt_out16((dst), (src), (n), (bf16))
 #define blk_vloadu(p) portable_load(p)
