@@ -22,6 +22,11 @@
  *     mask          [B, T] uint8 (nonzero: token is real) or NULL
  *     state_in/out  [B, Hv, Dv, Dk] (GDN_STATE_VK) or [B, Hv, Dk, Dv] (GDN_STATE_KV), f32
  *
+ * Alignment: every tensor pointer is aligned to its element size: q, k, v, y to 4 bytes (f32) or 2 (f16, bf16);
+ * gate, A_log, dt_bias, beta, state_in, state_out to 4; mask to 1. A misaligned pointer is GDN_ERR_ALIGNMENT.
+ * (The CUDA kernels that load 16 bytes at a time are eligible for 16-byte aligned tensors only; the router
+ * then picks cuda_generic.)
+ *
  * Ownership: the library never keeps a pointer after a call returns and never frees caller memory.
  * Errors: every call returns a gdn_status; on any error nothing is written. Nothing aborts or prints.
  */
@@ -49,7 +54,8 @@ typedef enum gdn_status {
     GDN_ERR_INELIGIBLE,     /* the kernel named in `kernel` cannot run these arguments on this machine */
     GDN_ERR_NO_DEVICE,      /* GDN_BACKEND_CUDA asked for, but no CUDA device (or no CUDA build) */
     GDN_ERR_DEVICE,         /* the CUDA runtime reported an error */
-    GDN_ERR_OUT_OF_MEMORY   /* a workspace could not be allocated */
+    GDN_ERR_OUT_OF_MEMORY,  /* a workspace could not be allocated */
+    GDN_ERR_ALIGNMENT       /* a tensor pointer is not aligned to its element size */
 } gdn_status;
 
 /* Element type of q, k, v and y. Inputs convert exactly to f32; y is rounded to nearest even. */

@@ -16,6 +16,7 @@ const char *gdn_status_str(gdn_status status) {
     case GDN_ERR_NO_DEVICE: return "no CUDA device is available (or the library was built without CUDA)";
     case GDN_ERR_DEVICE: return "the CUDA runtime reported an error";
     case GDN_ERR_OUT_OF_MEMORY: return "a workspace allocation failed";
+    case GDN_ERR_ALIGNMENT: return "a tensor pointer is not aligned to its element size";
     }
     return "unknown status code";
 }
@@ -38,6 +39,9 @@ typedef struct extent {
     const void *p;
     int64_t bytes;
 } extent;
+
+/* 1 when p (NULL counts as aligned) is not a multiple of `align` bytes (a power of two). */
+static int misaligned(const void *p, int64_t align) { return ((uintptr_t)p & (uintptr_t)(align - 1)) != 0; }
 
 static int overlaps(extent x, extent y) {
     if (!x.p || !y.p) return 0;
@@ -82,6 +86,12 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         if (!in_place && overlaps(state_out, inputs[i])) return GDN_ERR_OVERLAP;
     }
     if (overlaps(y, state_out)) return GDN_ERR_OVERLAP;
+
+    /* every tensor the call reads or writes is aligned to its element (A_log, dt_bias: raw gate only) */
+    if (misaligned(a->q, ds) || misaligned(a->k, ds) || misaligned(a->v, ds) || misaligned(a->y, ds) ||
+        misaligned(a->gate, 4) || misaligned(a->beta, 4) || misaligned(A_log.p, 4) || misaligned(dt_bias.p, 4) ||
+        misaligned(a->state_in, 4) || misaligned(a->state_out, 4))
+        return GDN_ERR_ALIGNMENT;
 
     memset(p, 0, sizeof *p);
     p->a = *a;

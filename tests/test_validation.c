@@ -209,10 +209,61 @@ TEST(validation_overlaps) {
     printf("     %d argument sets rejected with memory untouched, %d accepted\n", n_rejected, n_accepted);
 }
 
+/* Every tensor pointer must be aligned to its element: GDN_ERR_ALIGNMENT otherwise, checked after the overlaps. */
+TEST(validation_alignment) {
+    static const struct { int slot; const char *name; } f32_tensor[] = {
+        {S_GATE, "gate"}, {S_BETA, "beta"}, {S_ALOG, "A_log"}, {S_DT, "dt_bias"}, {S_SIN, "state_in"}, {S_SOUT, "state_out"}};
+    static const struct { int slot; const char *name; } io_tensor[] = {{S_Q, "q"}, {S_K, "k"}, {S_V, "v"}, {S_Y, "y"}};
+    char what[96];
+    for (int d = GDN_F32; d <= GDN_BF16; ++d)
+        for (int i = 0; i < 4; ++i)
+            for (int off = 1; off < 4; ++off) {
+                const int es = d == GDN_F32 ? 4 : 2;
+                snprintf(what, sizeof what, "%s %d bytes past a %d-byte boundary, %s", io_tensor[i].name, off, es,
+                         d == GDN_F32 ? "f32" : d == GDN_F16 ? "f16" : "bf16");
+                gdn_delta_args a = base();
+                a.dtype = (gdn_dtype)d;
+                const void **in[] = {&a.q, &a.k, &a.v};
+                if (i < 3) *in[i] = AT(io_tensor[i].slot, off);
+                else a.y = AT(S_Y, off);
+                expect_call(&a, off % es ? GDN_ERR_ALIGNMENT : GDN_OK, what);
+            }
+    for (int i = 0; i < 6; ++i)
+        for (int off = 1; off < 4; ++off) {
+            snprintf(what, sizeof what, "%s %d bytes past a 4-byte boundary", f32_tensor[i].name, off);
+            gdn_delta_args a = base();
+            const float **in[] = {&a.gate, &a.beta, &a.A_log, &a.dt_bias, &a.state_in};
+            if (i < 5) *in[i] = AT(f32_tensor[i].slot, off);
+            else a.state_out = AT(S_SOUT, off);
+            expect_call(&a, GDN_ERR_ALIGNMENT, what);
+        }
+    EXPECT(GDN_ERR_ALIGNMENT, "vector gate 2 bytes off", a.gate_kind = GDN_GATE_VECTOR; a.gate = AT(S_GATE, 2));
+    EXPECT(GDN_ERR_ALIGNMENT, "in place, state 2 bytes off", a.state_in = AT(S_SIN, 2); a.state_out = AT(S_SIN, 2));
+    EXPECT(GDN_ERR_ALIGNMENT, "state_in 1 byte off, state_out NULL", a.state_in = AT(S_SIN, 1); a.state_out = NULL);
+    EXPECT(GDN_ERR_ALIGNMENT, "CUDA backend, q 1 byte off (validated before the device is asked)",
+           a.backend = GDN_BACKEND_CUDA; a.q = AT(S_Q, 1));
+    EXPECT(GDN_ERR_ALIGNMENT, "unknown kernel, y 2 bytes off (validated before the name)", a.kernel = "bogus"; a.y = AT(S_Y, 2));
+    /* pointers the call does not read, and byte tensors, may sit anywhere */
+    EXPECT(GDN_OK, "A_log and dt_bias 1 byte off, decay gate", a.gate_kind = GDN_GATE_DECAY; a.A_log = AT(S_ALOG, 1);
+           a.dt_bias = AT(S_DT, 3));
+    EXPECT(GDN_OK, "mask at an odd address", a.mask = AT(S_MASK, 1));
+    EXPECT(GDN_OK, "every tensor 4 bytes past a 16-byte boundary", a.q = AT(S_Q, 4); a.k = AT(S_K, 4); a.v = AT(S_V, 4);
+           a.y = AT(S_Y, 4); a.gate = AT(S_GATE, 4); a.beta = AT(S_BETA, 4); a.state_in = AT(S_SIN, 4); a.state_out = AT(S_SOUT, 4));
+    EXPECT(GDN_OK, "bf16 q, k, v, y 2 bytes past a 16-byte boundary", a.dtype = GDN_BF16; a.q = AT(S_Q, 2);
+           a.k = AT(S_K, 2); a.v = AT(S_V, 2); a.y = AT(S_Y, 2));
+    /* an overlap is reported first */
+    EXPECT(GDN_ERR_OVERLAP, "y 1 byte into q", a.y = AT(S_Q, 1));
+    /* a misaligned call makes no kernel eligible */
+    gdn_delta_args a = base();
+    a.beta = AT(S_BETA, 2);
+    for (int i = 0; i < gdn_kernel_count(); ++i) CHECK(!gdn_kernel_eligible(i, &a), "%s eligible for a misaligned beta", gdn_kernel_name(i));
+    CHECK(strstr(gdn_status_str(GDN_ERR_ALIGNMENT), "aligned") != NULL);
+}
+
 TEST(validation_status_text) {
     const gdn_status known[] = {GDN_OK, GDN_ERR_NULL_POINTER, GDN_ERR_BAD_SIZE, GDN_ERR_HEAD_RATIO, GDN_ERR_BAD_ENUM,
                                 GDN_ERR_OVERLAP, GDN_ERR_UNKNOWN_KERNEL, GDN_ERR_INELIGIBLE, GDN_ERR_NO_DEVICE,
-                                GDN_ERR_DEVICE, GDN_ERR_OUT_OF_MEMORY};
+                                GDN_ERR_DEVICE, GDN_ERR_OUT_OF_MEMORY, GDN_ERR_ALIGNMENT};
     const int n = (int)(sizeof known / sizeof known[0]);
     const char *unknown = gdn_status_str((gdn_status)-1);
     CHECK(unknown != NULL && unknown[0] != '\0');

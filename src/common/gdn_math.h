@@ -119,8 +119,11 @@ GDN_HD float gdn_softplusf(float x) { return x > 20.0f ? x : gdn_log1pf(gdn_expf
 /* 1 / (1 + e^-x), rounded once to float. */
 GDN_HD float gdn_sigmoidf(float x) { return (float)(1.0 / (1.0 + gdn__exp_d(-(double)x))); }
 
-/* x / (1 + e^-x), rounded once to float. */
-GDN_HD float gdn_siluf(float x) { return (float)((double)x / (1.0 + gdn__exp_d(-(double)x))); }
+/* x / (1 + e^-x), rounded once to float; -inf gives the limit -0 (the quotient would be -inf / inf = NaN). */
+GDN_HD float gdn_siluf(float x) {
+    if (gdn__f32_bits(x) == 0xff800000u) return gdn__bits_f32(0x80000000u);
+    return (float)((double)x / (1.0 + gdn__exp_d(-(double)x)));
+}
 
 /* 1 / sqrt(x), rounded once to float. */
 GDN_HD float gdn_rsqrtf(float x) {
