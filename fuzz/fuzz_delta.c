@@ -5,7 +5,8 @@
  * state layout, state_in NULL or not, state_out NULL / separate / in place, threads, a forced kernel name valid
  * or not, backend, benign aliasing of inputs), values (typical, typical with hostile specials, specials only,
  * raw bit patterns) and, for some inputs, exactly one deliberate fault: a zero, negative or overflowing size,
- * threads < 0, a NULL pointer, Hv % Hk != 0, a bad enum, an output overlapping an input or the other output.
+ * threads < 0, a NULL pointer, Hv % Hk != 0, a bad enum, an output overlapping an input or the other output, a
+ * tensor pointer off its element alignment.
  *
  * Every tensor lives in its own heap block laid out as [canary][head][tensor][tail][canary]; the canaries are
  * poisoned for ASan, head and tail are checked bytes too. The call must either
@@ -325,7 +326,8 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     const unsigned kern = rd(&r);
     a.kernel = kern < 96 ? NULL : kernel_names[kern % COUNT(kernel_names)];
     a.backend = rd(&r) >= 240 ? GDN_BACKEND_CUDA : GDN_BACKEND_CPU;
-    const unsigned alias = rd(&r); /* benign aliasing: bit 0 k = q, bit 1 beta = gate, bit 2 A_log/dt_bias in y */
+    const unsigned alias = rd(&r); /* benign aliasing: bit 0 k = q, bit 1 beta = gate, bit 2 A_log/dt_bias in y;
+                                    * bits 3-5 all set (and no fault): one tensor misaligned, see below */
     const unsigned skew = rd(&r);  /* bit i: misalign tensor i by one element */
     const unsigned scale_sel = rd(&r);
     const unsigned modes = rd(&r) | rd(&r) << 8 | rd(&r) << 16; /* 2 bits of value mode per tensor */
@@ -525,6 +527,31 @@ static int fuzz_one(const uint8_t *data, size_t size) {
         break;
     }
     case FAULT_COUNT: break;
+    }
+    if (fault == FAULT_NONE && (alias & 0x38) == 0x38) {
+        /* one tensor the call reads or writes moved 1-3 bytes inside its block, off its element alignment (the
+         * in-place state moves as one) */
+        const uint8_t *targets[10] = {a.q, a.k, a.v, a.y, (const uint8_t *)a.gate, (const uint8_t *)a.beta};
+        int n = 6;
+        if (raw) targets[n++] = (const uint8_t *)a.A_log, targets[n++] = (const uint8_t *)a.dt_bias;
+        if (a.state_in) targets[n++] = (const uint8_t *)a.state_in;
+        if (a.state_out) targets[n++] = (const uint8_t *)a.state_out;
+        const uint8_t *t = targets[fault_arg % (unsigned)n];
+        const size_t es = t == a.q || t == a.k || t == a.v || t == a.y ? ds : 4;
+        const size_t off = (1 + fault_arg2 % 3) % es ? 1 + fault_arg2 % 3 : 1;
+        const int in_place = a.state_in && a.state_in == a.state_out && t == (const uint8_t *)a.state_in;
+        if (t == a.q) a.q = t + off;
+        else if (t == a.k) a.k = t + off;
+        else if (t == a.v) a.v = t + off;
+        else if (t == a.y) a.y = (uint8_t *)a.y + off;
+        else if (t == (const uint8_t *)a.gate) a.gate = (const float *)(t + off);
+        else if (t == (const uint8_t *)a.beta) a.beta = (const float *)(t + off);
+        else if (t == (const uint8_t *)a.A_log) a.A_log = (const float *)(t + off);
+        else if (t == (const uint8_t *)a.dt_bias) a.dt_bias = (const float *)(t + off);
+        else if (t == (const uint8_t *)a.state_in) a.state_in = (const float *)(t + off);
+        else a.state_out = (float *)((uint8_t *)a.state_out + off);
+        if (in_place) a.state_out = (float *)((uint8_t *)a.state_out + off);
+        expect = GDN_ERR_ALIGNMENT;
     }
     if (expect == GDN_OK) {
         if (a.backend == GDN_BACKEND_CUDA) {
