@@ -63,6 +63,7 @@ $(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 ifeq ($(GDN_CUDA),1)
 $(BUILD)/tools/gdn_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
 $(BUILD)/tests/test_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
+$(BUILD)/tests/test_cuda_streams.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
 endif
 
 $(BUILD)/%.cu.o: %.cu $(wildcard src/cuda/*.cuh) src/gdn_internal.h src/common/gdn_math.h include/gdn.h
