@@ -14,19 +14,24 @@
  *     d     = (v_j - g kv) beta                    (vector gate: (v_j - kv) beta)
  *     S[i][j] = fmaf(g, S[i][j], k_t,i d)          (vector gate: g_t,i)
  *     kv partials of t+1 from the new S and k_t+1  (vector gate: g_t+1,i k_t+1,i rounded)
- * The readout of t, y_j = tree(S . q_t) * scale, is off that chain: its partials are computed at the top of the
- * next live token (beside the kv combine, S unchanged since) and stored per token; at the end of each chunk the
- * block combines them (warp w the chunk's tokens w, w + W, ...) and writes the y rows. A masked token keeps S,
- * recomputes the next kv partials and gets y = 0.
+ * The readout of t, y_j = tree(S . q_t) * scale, is off that chain: its partials are computed right after the
+ * barrier of the next live token (q_t loaded there; they fill the wait for the W partials and the delta chain, S
+ * unchanged since) and stored per token; at the end of each chunk the block combines them (warp w the chunk's
+ * tokens w, w + W, ...) and writes the y rows. A masked token keeps S, recomputes the next kv partials and gets
+ * y = 0. Token t+1's (g, beta, live) and k row are loaded at the top of token t, before its barrier (two k rows in
+ * registers, the tokens in pairs so that they swap roles without copies).
  *
  * Chunks of tc tokens: cp.async copies the next chunk's q, k (one token more), v (32 columns) and vector gate rows
  * into a raw area while the warps run the current chunk from the f32 area; between two barriers at the chunk end
  * the raw rows are converted and the chunk's gates, betas and mask bits computed (one token per thread). */
+#include <type_traits>
+
 #include "gdn_cuda.cuh"
 
 /* Shared-memory layout of one block, in bytes (16-byte aligned pieces). */
 struct gdn_rowsplit_smem {
-    int qs, ks, vs, gvs, tok;  /* f32 area: q [tc][Dk], k [tc+1][Dk], v [tc][32], gate rows [tc+1][Dk], (g, beta, live) */
+    int qs, ks, vs, gvs, tok;  /* f32 area: q [tc][Dk], k [tc+1][Dk], v [tc][32], gate rows [tc+1][Dk], (g, beta, live)
+                                * [tc+1] (the last slot is read one token ahead, never used) */
     int qr, kr, vr, gvr;       /* raw area: the same rows in the input dtype */
     int part, outp;            /* kv partials [2][W*32], readout partials [tc][W*32] */
     int total;
@@ -41,7 +46,7 @@ static __host__ __device__ __forceinline__ gdn_rowsplit_smem gdn_rowsplit_layout
     m.ks = o; o = gdn_rs_al16(o + (tc + 1) * Dk * 4);
     m.vs = o; o = gdn_rs_al16(o + tc * 32 * 4);
     m.gvs = o; o = gdn_rs_al16(o + (vec ? (tc + 1) * Dk * 4 : 0));
-    m.tok = o; o = gdn_rs_al16(o + tc * 16);
+    m.tok = o; o = gdn_rs_al16(o + (tc + 1) * 16);
     m.qr = o; o = gdn_rs_al16(o + tc * Dk * ds);
     m.kr = o; o = gdn_rs_al16(o + (tc + 1) * Dk * ds);
     m.vr = o; o = gdn_rs_al16(o + tc * 32 * ds);
@@ -113,6 +118,14 @@ __device__ __forceinline__ void gdn_rs_convert_chunk(unsigned char *sm, const gd
     gdn_rs_convert<DT, NT>((float *)(sm + m.qs), sm + m.qr, tcn * Dk);
     gdn_rs_convert<DT, NT>((float *)(sm + m.ks), sm + m.kr, nk * Dk);
     gdn_rs_convert<DT, NT>((float *)(sm + m.vs), sm + m.vr, tcn * 32);
+}
+
+/* Stores x into y[idx], rounded to the dtype DT (nearest even). */
+template <int DT>
+__device__ __forceinline__ void gdn_rs_st(void *y, int64_t idx, float x) {
+    if (DT == GDN_F16) ((uint16_t *)y)[idx] = gdn__f32_to_f16(x);
+    else if (DT == GDN_BF16) ((uint16_t *)y)[idx] = gdn__f32_to_bf16(x);
+    else ((float *)y)[idx] = x;
 }
 
 /* n consecutive floats of a shared-memory row (16-byte aligned, every lane the same address) into registers. */
@@ -215,37 +228,90 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
 #pragma unroll
             for (int c = 0; c < N; ++c) p[c] = __fmaf_rn(s[c * C + i], w[c * C + i], i == 0 ? 0.0f : p[c]);
     };
-    /* k of the current token (for its update) and the kv partials of the first token */
-    float kc[R], kvp[N];
-    auto next_row = [&](float *w, const float *krow, const float *grow) {
-        gdn_rs_row<R>(kc, krow);
+    /* the kv row of the token after k's: k, or g k rounded for the vector gate (g row from grow) */
+    auto kv_row = [&](float *w, const float *k, const float *grow) {
 #pragma unroll
-        for (int e = 0; e < R; ++e) w[e] = kc[e];
+        for (int e = 0; e < R; ++e) w[e] = k[e];
         if (VEC) {
             float gr[R];
             gdn_rs_row<R>(gr, grow);
 #pragma unroll
-            for (int e = 0; e < R; ++e) w[e] = __fmul_rn(gr[e], kc[e]);
+            for (int e = 0; e < R; ++e) w[e] = __fmul_rn(gr[e], k[e]);
         }
     };
+    /* two k rows, used in turn: the current token's (for its update) and the next one's (loaded a token ahead);
+     * kA holds the current one at every chunk start. The kv partials of the first token: */
+    float kA[R], kB[R], kvp[N];
+    gdn_rs_row<R>(kA, ks + i0);
     {
         float w[R];
-        next_row(w, ks + i0, gvs + i0);
+        kv_row(w, kA, gvs + i0);
         partials(kvp, w);
     }
 
-    /* the pending readout: q of the last live token (its y partials are computed from S at the top of the next
-     * live token, or at the chunk end) */
-    float qp[R];
-#pragma unroll
-    for (int e = 0; e < R; ++e) qp[e] = 0.0f;
+    /* the pending readout: the last live token (its y partials are computed from S right after the barrier of the
+     * next live token, or at the chunk end, with its q row loaded there: after the barrier, so the readout fills
+     * the wait for the W partials and the delta chain) */
     bool pend = false;
-    int pend_tt = 0, par = 0;
-    auto readout = [&](int tt, bool on) {
-        float op[N];
-        partials(op, qp);
-        const float o = gdn_reg_tree<N>(op);
-        if (on) outp[tt * NT + slot] = o;
+    int pend_tt = 0, par = 0; /* par: the kv partial buffer of the next live token, 0 or NT */
+    auto readout = [&](int tt) {
+        float qr[R], op[N];
+        gdn_rs_row<R>(qr, qs + tt * DK + i0);
+        partials(op, qr);
+        outp[tt * NT + slot] = gdn_reg_tree<N>(op);
+    };
+
+    /* token tt of the chunk: tk its (g, beta, live), kc its k row; loads the next token's scalars into tk_next
+     * and its k row into kn first (before the barrier: they do not depend on it) */
+    float4 tk_next = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    auto token = [&](int tt, const float *kc, float *kn) {
+        const float4 tk = tk_next;
+        tk_next = tok[tt + 1];
+        gdn_rs_row<R>(kn, ks + (tt + 1) * DK + i0);
+        const float *grow = gvs + (tt + 1) * DK + i0;
+        if (tk.z == 0.0f) {
+            /* masked: S stays (a pending readout stays valid); the next token's kv partials from the same S */
+            float w[R];
+            kv_row(w, kn, grow);
+            partials(kvp, w);
+            return;
+        }
+        const float v = vs[tt * 32 + lane];
+        /* kv: this warp's partial, then the W warps' partials of the column, pairwise */
+        part[par + slot] = gdn_reg_tree<N>(kvp);
+        __syncthreads();
+        const float kv = gdn_rs_cross<W>(part + par, lane);
+        /* beside the kv combine, without a branch: with nothing pending (the chunk's first live token) it writes
+         * the slot of token pend_tt (0 at a chunk start), which is a token before this one (masked: y = 0) or
+         * this one (its own readout comes later) */
+        readout(pend_tt);
+        const float delta = VEC ? __fmul_rn(__fsub_rn(v, kv), tk.y) : __fmul_rn(__fsub_rn(v, __fmul_rn(tk.x, kv)), tk.y);
+        /* S = fmaf(g, S, k d) (vector gate: g_i), then the next token's kv partials from the new S */
+        float gc[R];
+        if (VEC) gdn_rs_row<R>(gc, gvs + tt * DK + i0);
+        float kd[R];
+#pragma unroll
+        for (int e = 0; e < R; ++e) kd[e] = __fmul_rn(kc[e], delta);
+#pragma unroll
+        for (int e = 0; e < R; ++e) s[e] = __fmaf_rn(VEC ? gc[e] : tk.x, s[e], kd[e]);
+        float w[R];
+        kv_row(w, kn, grow);
+        partials(kvp, w);
+        pend = true;
+        pend_tt = tt;
+        par ^= NT;
+    };
+
+    /* y rows of a chunk from the readout partials in outp: warp w combines tokens w, w + W, ... (masked: 0) */
+    auto y_rows = [&](auto dt, int64_t t0, int tcn) {
+        constexpr int DT = decltype(dt)::value;
+        const int64_t y0 = ((b * a.T + t0) * a.Hv + h) * a.Dv + j, ystep = W * a.Hv * a.Dv;
+        int64_t yi = y0 + (int64_t)warp * a.Hv * a.Dv;
+#pragma unroll 2
+        for (int tt = warp; tt < tcn; tt += W, yi += ystep) {
+            const float y = tok[tt].z != 0.0f ? __fmul_rn(gdn_rs_cross<W>(outp + tt * NT, lane), a.scale) : 0.0f;
+            gdn_rs_st<DT>(a.y, yi, y);
+        }
     };
 
     for (int64_t t0 = 0; t0 < a.T; t0 += tc) {
@@ -253,50 +319,27 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
         const bool more = t0 + tcn < a.T;
         if (more) issue(t0 + tcn, a.T - t0 - tcn < tc ? (int)(a.T - t0 - tcn) : tc);
 
-        for (int tt = 0; tt < tcn; ++tt) {
-            const float4 tk = tok[tt]; /* g, beta, live */
-            const float *krow = ks + (tt + 1) * DK + i0, *grow = gvs + (tt + 1) * DK + i0;
-            if (tk.z == 0.0f) {
-                /* masked: S stays (a pending readout stays valid); the next token's kv partials from the same S */
-                float w[R];
-                next_row(w, krow, grow);
-                partials(kvp, w);
-                continue;
-            }
-            /* kv: this warp's partial, then the W warps' partials of the column, pairwise */
-            float *pb = part + par * NT;
-            pb[slot] = gdn_reg_tree<N>(kvp);
-            __syncthreads();
-            readout(pend_tt, pend); /* beside the kv combine; stale registers when nothing is pending */
-            const float kv = gdn_rs_cross<W>(pb, lane);
-            const float v = vs[tt * 32 + lane];
-            const float delta = VEC ? __fmul_rn(__fsub_rn(v, kv), tk.y) : __fmul_rn(__fsub_rn(v, __fmul_rn(tk.x, kv)), tk.y);
-            /* S = fmaf(g, S, k d) (vector gate: g_i), then the next token's kv partials from the new S */
-            float gc[R];
-            if (VEC) gdn_rs_row<R>(gc, gvs + tt * DK + i0);
-            float kd[R];
-#pragma unroll
-            for (int e = 0; e < R; ++e) kd[e] = __fmul_rn(kc[e], delta);
-#pragma unroll
-            for (int e = 0; e < R; ++e) s[e] = __fmaf_rn(VEC ? gc[e] : tk.x, s[e], kd[e]);
-            float w[R];
-            next_row(w, krow, grow);
-            partials(kvp, w);
-            gdn_rs_row<R>(qp, qs + tt * DK + i0);
-            pend = true;
-            pend_tt = tt;
-            par ^= 1;
+        /* the tokens in pairs (the two k rows swap roles without copies), then the odd last one */
+        tk_next = tok[0];
+        int tt = 0;
+        for (; tt + 1 < tcn; tt += 2) {
+            token(tt, kA, kB);
+            token(tt + 1, kB, kA);
         }
-        if (pend) readout(pend_tt, true);
+        if (tt < tcn) {
+            token(tt, kA, kB);
+#pragma unroll
+            for (int e = 0; e < R; ++e) kA[e] = kB[e];
+        }
+        if (pend) readout(pend_tt);
         pend = false;
+        pend_tt = 0;
         __syncthreads(); /* every readout partial of the chunk is in outp */
 
-        /* y rows of the chunk: warp w combines tokens w, w + W, ... (masked: 0) */
-        const int64_t y0 = ((b * a.T + t0) * a.Hv + h) * a.Dv + j;
-#pragma unroll 2
-        for (int tt = warp; tt < tcn; tt += W) {
-            const float y = tok[tt].z != 0.0f ? __fmul_rn(gdn_rs_cross<W>(outp + tt * NT, lane), a.scale) : 0.0f;
-            gdn_st(a.y, a.dtype, y0 + (int64_t)tt * a.Hv * a.Dv, y);
+        switch (a.dtype) {
+        case GDN_F16: y_rows(std::integral_constant<int, GDN_F16>(), t0, tcn); break;
+        case GDN_BF16: y_rows(std::integral_constant<int, GDN_BF16>(), t0, tcn); break;
+        default: y_rows(std::integral_constant<int, GDN_F32>(), t0, tcn); break;
         }
         if (more) land(t0 + tcn, a.T - t0 - tcn < tc ? (int)(a.T - t0 - tcn) : tc);
     }
