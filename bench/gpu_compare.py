@@ -120,8 +120,8 @@ def profile(lib):
     """Two plain calls (the second is the one to read) of the kernels worth a look, for ncu."""
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    for B, T, layout, kernel, var in ((1, 2048, gdn.STATE_KV, "cuda_packed", 0), (1, 2048, gdn.STATE_KV, "cuda_packed", 2),
-                                      (256, 1, gdn.STATE_VK, "cuda_decode", 8), (256, 1, gdn.STATE_KV, "cuda_packed", 0)):
+    for B, T, layout, kernel, var in ((1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
+                                      (256, 1, gdn.STATE_VK, "cuda_decode", 32), (1, 1, gdn.STATE_VK, "cuda_decode", 32)):
         s = make_set(B, T, gen)
         y = torch.empty(B, T, HV, D, dtype=torch.bfloat16, device="cuda")
         st = torch.empty(B, HV, D, D, dtype=torch.float32, device="cuda")
@@ -137,6 +137,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer variants and shapes")
     ap.add_argument("--profile", action="store_true", help="one plain call of a few kernels (run under ncu)")
+    ap.add_argument("--ours-only", action="store_true", help="libgdn's kernels only (no FLA)")
     opt = ap.parse_args()
 
     lib = gdn.load()
@@ -144,6 +145,8 @@ def main():
     if opt.profile:
         return profile(lib)
     try:
+        if opt.ours_only:
+            raise ImportError("--ours-only")
         import fla
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
         fla_version = getattr(fla, "__version__", "?")
@@ -195,7 +198,7 @@ def main():
         variants = [("routed", None, 0)]
         variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
         variants += [("cuda_packed/v0", "cuda_packed", 0)]
-        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8)] if T <= 7 else []
+        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8, 32, 102, 104)] if T <= 7 else []
         variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 else []
         ours_kv = ours_vk = None
         for layout, lname in ((gdn.STATE_KV, "kv"), (gdn.STATE_VK, "vk")):

@@ -4,7 +4,8 @@
 # racecheck, synccheck), and the side-by-side benchmark with flash-linear-attention. Logs and JSON go under $OUT;
 # a short table is printed last.
 #
-#   scripts/gpu_run.sh [all|test|sanitize|bench|quick]   (default all; quick = tests + a short benchmark)
+#   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|profile]   (default all; quick = tests + a short benchmark;
+#                                                                     ours = quick without FLA)
 #
 # FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
 set -uo pipefail
@@ -51,7 +52,7 @@ PY
 echo "ptxas: $(grep -c regs "$OUT/ptxas.txt") kernels, $(awk '$5 != 0 || $8 != 0' "$OUT/ptxas.txt" | wc -l) with spills or stack"
 
 # ---- tests ----
-if [[ $MODE == all || $MODE == test || $MODE == quick ]]; then
+if [[ $MODE == all || $MODE == test || $MODE == quick || $MODE == ours ]]; then
     t0=$(date +%s)
     ./build/pic/test_cuda > "$OUT/test.log" 2>&1 || status=1
     echo "test: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test.log")"
@@ -70,24 +71,25 @@ if [[ $MODE == all || $MODE == sanitize ]]; then
     done
 fi
 
-# ---- profile: ncu on a few kernels, SASS of the packed kernels ----
+# ---- profile: ncu on the kernels of gpu_compare.py --profile, per-instruction stall samples of rowsplit ----
 if [[ $MODE == profile ]]; then
     t0=$(date +%s)
-    ncu --clock-control none --kernel-name regex:gdn_delta --launch-skip 0 --launch-count 8 \
-        --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
-        --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
-        python3 bench/gpu_compare.py --out /dev/null --profile > "$OUT/ncu.txt" 2>&1 || status=1
-    ncu --clock-control none --kernel-name regex:gdn_delta_packed --launch-skip 1 --launch-count 1 --set full \
-        --import-source no -o /tmp/gdn_v0 python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
-    ncu -i /tmp/gdn_v0.ncu-rep --page source --csv --print-source sass > "$OUT/v0_source.csv" 2>&1
-    cuobjdump -sass build/pic/src/cuda/delta_packed.cu.o | awk '/Function : .*ILi4ELi1ELi4ELb0ELi4E/,/Function : .*ILi2ELi1ELi4ELb0ELi4E/' > "$OUT/v0.sass" 2>&1
-    cuobjdump -sass build/pic/src/cuda/delta_warp.cu.o | awk '/Function : .*ILi2ELb0ELi4ELi8ELb1E/,/Function : .*ILi2ELb0ELi4ELi4ELb1E/' > "$OUT/decode.sass" 2>&1
+    ncu --clock-control none --kernel-name regex:gdn_delta_rowsplit --launch-skip 1 --launch-count 1 --set full \
+        --import-source no -o /tmp/gdn_rs python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
+    ncu -i /tmp/gdn_rs.ncu-rep --page source --csv --print-source sass > "$OUT/rowsplit_source.csv" 2>&1
+    { ncu -i /tmp/gdn_rs.ncu-rep --page details; ncu -i /tmp/gdn_rs.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active"; } \
+        > "$OUT/rowsplit_details.txt" 2>&1
+    cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
+        > "$OUT/rowsplit_w4.sass" 2>&1
+    ncu --clock-control none --kernel-name regex:gdn_delta_decode --launch-skip 1 --launch-count 1 --set full \
+        python3 bench/gpu_compare.py --out /dev/null --profile > "$OUT/decode_details.txt" 2>&1
     echo "profile: $(( $(date +%s) - t0 )) s"
-    grep -E "Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|Memory Throughput|DRAM Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
+    grep -hE "gdn_delta|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|DRAM Throughput|Warp Cycles Per Issued" \
+        "$OUT/rowsplit_details.txt" "$OUT/decode_details.txt" | head -60
 fi
 
 # ---- benchmark ----
-if [[ $MODE == all || $MODE == bench || $MODE == quick ]]; then
+if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours ]]; then
     if ls .whl/*.whl > /dev/null 2>&1; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
             && export PYTHONPATH=/tmp/site
@@ -95,6 +97,7 @@ if [[ $MODE == all || $MODE == bench || $MODE == quick ]]; then
     t0=$(date +%s)
     quick=""
     [[ $MODE == quick ]] && quick="--quick"
+    [[ $MODE == ours ]] && quick="--quick --ours-only"
     python3 bench/gpu_compare.py --out "$OUT/h200_bench.json" $quick > "$OUT/bench.log" 2>&1 || status=1
     echo "bench: $(( $(date +%s) - t0 )) s"
     sed -n '/^shape /,$p' "$OUT/bench.log"

@@ -10,7 +10,8 @@
  * Gates, betas and mask bits of 32 tokens are computed at once, one token per lane, then broadcast.
  *
  * cuda_generic: NCOL = 1, any Dk <= 1024 (CM = a power of two >= c), any Dv, scalar loads.
- * cuda_decode:  NCOL = 8 (4 for Dk = 256, or on request for Dk = 128), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
+ * cuda_decode (where the streamed kernel of delta_decode.cu does not apply):
+ *               NCOL = 8 (4 for Dk = 256, or on request for Dk = 128), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
  *               16-byte coalesced loads (VK: a column's Dk keys; KV: NCOL adjacent columns of a key row), all of
  *               a warp's loads in flight before the first use. For T = 1 or a few tokens and many sequences. */
 #include "gdn_cuda.cuh"
@@ -68,15 +69,6 @@ __device__ __forceinline__ void gdn_warp_load_token(gdn_warp_token<CM, NCOL, VEC
     const int64_t vrow = ((b * a.T + t) * a.Hv + h) * a.Dv + j0;
 #pragma unroll
     for (int n = 0; n < NCOL; ++n) tk.v[n] = j0 + n < a.Dv ? gdn_ld<DT>(a.v, vrow + n) : 0.0f;
-}
-
-/* The butterfly for NCOL columns at once (independent shuffles in flight). */
-template <int NCOL>
-__device__ __forceinline__ void gdn_warp_tree_n(float *p) {
-#pragma unroll
-    for (int m = 1; m < 32; m <<= 1)
-#pragma unroll
-        for (int n = 0; n < NCOL; ++n) p[n] = __fadd_rn(p[n], __shfl_xor_sync(GDN_FULL_MASK, p[n], m));
 }
 
 /* decode for Dk <= 128 (<= 32 state elements per lane): at least 5 blocks of 4 warps per SM (<= 102 registers), for loads
@@ -150,36 +142,8 @@ __global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 5 : 1) g
             const float g = __shfl_sync(GDN_FULL_MASK, g_lane, tt);
             const float beta = __shfl_sync(GDN_FULL_MASK, beta_lane, tt);
             float y_mine = 0.0f;
-            if ((live_bits >> tt) & 1u) {
-                /* kv partials: ascending fmaf from +0 over the lane's chunk (vector gate: g_i k_i rounded) */
-                float p[NCOL];
-#pragma unroll
-                for (int n = 0; n < NCOL; ++n) {
-                    p[n] = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < CM; ++e)
-                        if (ok[e]) p[n] = __fmaf_rn(s[n][e], VEC ? __fmul_rn(cur.gv[e], cur.k[e]) : cur.k[e], p[n]);
-                }
-                gdn_warp_tree_n<NCOL>(p);
-#pragma unroll
-                for (int n = 0; n < NCOL; ++n) {
-                    /* d = (v - g kv) beta; S = fmaf(g, S, k d); readout partial fmaf(S, q) */
-                    const float delta = VEC ? __fmul_rn(__fsub_rn(cur.v[n], p[n]), beta)
-                                            : __fmul_rn(__fsub_rn(cur.v[n], __fmul_rn(g, p[n])), beta);
-                    float o = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < CM; ++e)
-                        if (ok[e]) {
-                            s[n][e] = __fmaf_rn(VEC ? cur.gv[e] : g, s[n][e], __fmul_rn(cur.k[e], delta));
-                            o = __fmaf_rn(s[n][e], cur.q[e], o);
-                        }
-                    p[n] = o;
-                }
-                gdn_warp_tree_n<NCOL>(p);
-#pragma unroll
-                for (int n = 0; n < NCOL; ++n)
-                    if (lane == n) y_mine = __fmul_rn(p[n], a.scale);
-            }
+            if ((live_bits >> tt) & 1u)
+                y_mine = __fmul_rn(gdn_warp_token_step<CM, NCOL, VEC>(s, cur.k, cur.q, cur.gv, cur.v, g, beta, ok, lane), a.scale);
             if (lane < NCOL && j0 + lane < a.Dv) gdn_st(a.y, a.dtype, ((b * a.T + t) * a.Hv + h) * a.Dv + j0 + lane, y_mine);
             if (PREFETCH) cur = nxt;
         }
@@ -279,11 +243,17 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_generic_dt<true>(p) : gdn_generic_dt<false>(p);
 }
 
+/* The streamed kernel (delta_decode.cu) where it applies, else warps of 8 columns. */
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
+    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0);
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 8) : gdn_decode_dt<false>(p, 8);
 }
 
+/* ncol 4 or 8: this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
+ * ring of 2 .. 4 stages). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
+    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0);
+    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100);
     if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, ncol) : gdn_decode_dt<false>(p, ncol);
 }

@@ -84,6 +84,55 @@ __device__ __forceinline__ float gdn_reg_tree(float *x) {
     return x[0];
 }
 
+/* The butterfly for NCOL columns at once (independent shuffles in flight). */
+template <int NCOL>
+__device__ __forceinline__ void gdn_warp_tree_n(float *p) {
+#pragma unroll
+    for (int m = 1; m < 32; m <<= 1)
+#pragma unroll
+        for (int n = 0; n < NCOL; ++n) p[n] = __fadd_rn(p[n], __shfl_xor_sync(GDN_FULL_MASK, p[n], m));
+}
+
+/* One live token for the NCOL columns of a warp whose lane l is the contract's lane l: s[n][e] = S[l*c + e][j0 + n]
+ * for the lane's keys e with ok[e] (k, q, gv: the same keys of this token; v: the NCOL columns' values). Per column:
+ *     kv = warp tree of fmaf(S[i][j], k_i) from +0          (vector gate: g_i k_i rounded first)
+ *     d  = (v - g kv) beta                                 (vector gate: (v - kv) beta)
+ *     S[i][j] = fmaf(g, S[i][j], k_i d)                    (vector gate: g_i)
+ *     o  = warp tree of fmaf(S[i][j], q_i) from +0
+ * Returns o of column `lane` on lanes below NCOL (unscaled). */
+template <int CM, int NCOL, bool VEC>
+__device__ __forceinline__ float gdn_warp_token_step(float (&s)[NCOL][CM], const float *k, const float *q,
+                                                     const float *gv, const float *v, float g, float beta,
+                                                     const bool *ok, int lane) {
+    float p[NCOL];
+#pragma unroll
+    for (int n = 0; n < NCOL; ++n) {
+        p[n] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < CM; ++e)
+            if (ok[e]) p[n] = __fmaf_rn(s[n][e], VEC ? __fmul_rn(gv[e], k[e]) : k[e], p[n]);
+    }
+    gdn_warp_tree_n<NCOL>(p);
+#pragma unroll
+    for (int n = 0; n < NCOL; ++n) {
+        const float delta = VEC ? __fmul_rn(__fsub_rn(v[n], p[n]), beta) : __fmul_rn(__fsub_rn(v[n], __fmul_rn(g, p[n])), beta);
+        float o = 0.0f;
+#pragma unroll
+        for (int e = 0; e < CM; ++e)
+            if (ok[e]) {
+                s[n][e] = __fmaf_rn(VEC ? gv[e] : g, s[n][e], __fmul_rn(k[e], delta));
+                o = __fmaf_rn(s[n][e], q[e], o);
+            }
+        p[n] = o;
+    }
+    gdn_warp_tree_n<NCOL>(p);
+    float mine = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NCOL; ++n)
+        if (lane == n) mine = p[n];
+    return mine;
+}
+
 /* After a launch: GDN_OK, or GDN_ERR_DEVICE when the launch failed. */
 static inline gdn_status gdn_launch_status(void) {
     return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
