@@ -3,10 +3,15 @@
  * the router's choice) against the CPU `ref` on the same inputs, memcmp of y and of the final state, outputs
  * poisoned (0xFF bytes, a NaN in every dtype) before each run, over a seeded sample of shapes, dtypes, gates,
  * betas, masks, layouts and state modes. GDN_TEST_CUDA_CASES=n changes the number of sampled cases,
- * GDN_TEST_CUDA_MAXCOST=x the largest B*T*Hv*Dk*Dv of a case (3e8; small for the compute-sanitizer runs). */
+ * GDN_TEST_CUDA_MAXCOST=x the largest B*T*Hv*Dk*Dv of a case (3e8; small for the compute-sanitizer runs).
+ * Without changing the sample: GDN_TEST_CUDA_SHARD=i/n runs the cases whose index (in sample order) is i mod n,
+ * GDN_TEST_CUDA_COST=lo:hi those with lo < B*T*Hv*Dk*Dv <= hi (scripts/gpu_reliability.sh covers the whole
+ * sample under compute-sanitizer that way), GDN_TEST_CUDA_DEADLINE=t (seconds since the epoch) starts no case
+ * after t; GDN_TEST_VERBOSE prints a line per case run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gdn_internal.h"
 #include "harness.h"
@@ -278,6 +283,46 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
 
 static int64_t pick(harness_rng *r, const int64_t *v, int n) { return v[rng_u64(r) % (uint64_t)n]; }
 
+/* The part of the sample this process runs (GDN_TEST_CUDA_SHARD, _COST, _DEADLINE). */
+typedef struct case_filter {
+    int shard, shards, index, skipped, late;
+    double lo, hi, deadline;
+} case_filter;
+
+static case_filter filter_from_env(void) {
+    case_filter f = {0, 1, 0, 0, 0, -1.0, 1e300, 0.0};
+    const char *shard = getenv("GDN_TEST_CUDA_SHARD"), *cost = getenv("GDN_TEST_CUDA_COST");
+    const char *deadline = getenv("GDN_TEST_CUDA_DEADLINE");
+    if (shard && (sscanf(shard, "%d/%d", &f.shard, &f.shards) != 2 || f.shards < 1 || f.shard < 0 || f.shard >= f.shards))
+        f.shard = 0, f.shards = 1;
+    if (cost && sscanf(cost, "%lf:%lf", &f.lo, &f.hi) != 2) f.lo = -1.0, f.hi = 1e300;
+    if (deadline) f.deadline = atof(deadline);
+    return f;
+}
+
+/* check_case on the sample's next case if the filter takes it. */
+static void filtered_case(case_filter *f, const cuda_case *c, uint64_t seed, cudaStream_t stream, int *runs, int *cases) {
+    const double cost = (double)c->B * (double)c->T * (double)c->Hv * (double)c->Dk * (double)c->Dv;
+    const int index = f->index++;
+    if (index % f->shards != f->shard || cost <= f->lo || cost > f->hi) {
+        f->skipped++;
+        return;
+    }
+    if (f->deadline > 0.0 && (double)time(NULL) > f->deadline) {
+        f->skipped++, f->late++;
+        return;
+    }
+    const int before = *runs;
+    check_case(c, seed, stream, runs);
+    ++*cases;
+    if (harness_verbose) {
+        char name[256];
+        case_name(c, name, sizeof name);
+        printf("     case %d: %d runs: %s\n", index, *runs - before, name);
+        fflush(stdout);
+    }
+}
+
 TEST(cuda_kernels_bitwise_vs_ref) {
     if (gdn_cuda_device_count() == 0) {
         CHECK(gdn_cuda_device_count() == 0); /* no device: covered by cuda_without_device_writes_nothing */
@@ -293,6 +338,7 @@ TEST(cuda_kernels_bitwise_vs_ref) {
     static const int64_t heads[][2] = {{1, 1}, {16, 32}, {16, 48}};
     harness_rng r = {20251130};
     int runs = 0, cases = 0;
+    case_filter f = filter_from_env();
     /* the model shape first, in every dtype and both layouts */
     for (int dt = 0; dt < 3; ++dt)
         for (int lay = 0; lay < 2; ++lay) {
@@ -300,8 +346,7 @@ TEST(cuda_kernels_bitwise_vs_ref) {
                                  (gdn_state_layout)lay, lay, 1, 0};
             const uint64_t seed = rng_u64(&r);
             if (257.0 * 32 * 128 * 128 > max_cost) continue;
-            check_case(&c, seed, stream, &runs);
-            ++cases;
+            filtered_case(&f, &c, seed, stream, &runs, &cases);
         }
     /* a seeded sample of the cross product; big B*T*H*Dk*Dv rare (the CPU ref is the slow side) */
     for (int i = 0; i < n_cases; ++i) {
@@ -315,8 +360,8 @@ TEST(cuda_kernels_bitwise_vs_ref) {
                             (int)(rng_u64(&r) % 4), rng_uniform(&r) < 0.1f};
             cost = (double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv;
         } while (cost > max_cost || (cost > 4e7 && rng_uniform(&r) < 0.7f));
-        check_case(&c, rng_u64(&r), stream, &runs);
-        ++cases;
+        const uint64_t seed = rng_u64(&r);
+        filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
     /* rowsplit's shapes over several chunks and layouts: Dk in {64, 128, 256}, T across the chunk sizes, every gate
      * kind, dtype and state mode (the other kernels run on them too) */
@@ -328,8 +373,7 @@ TEST(cuda_kernels_bitwise_vs_ref) {
                              (gdn_state_layout)((i / 3) % 2), (i / 4) % 2, (i + i / 4) % 4, 0};
         const uint64_t seed = rng_u64(&r);
         if ((double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv > max_cost) continue;
-        check_case(&c, seed, stream, &runs);
-        ++cases;
+        filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
     /* generic only: Dk not a multiple of 32 (and up to 1024), odd Dv */
     static const int64_t odd_dk[] = {1, 17, 33, 48, 100, 300, 1000}, odd_dv[] = {1, 5, 33, 130};
@@ -338,10 +382,11 @@ TEST(cuda_kernels_bitwise_vs_ref) {
                              odd_dk[i % 7], odd_dv[rng_u64(&r) % 4], (gdn_dtype)(rng_u64(&r) % 3),
                              (gdn_gate_kind)(rng_u64(&r) % 4), (gdn_beta_kind)(rng_u64(&r) % 2),
                              (gdn_state_layout)(rng_u64(&r) % 2), (int)(rng_u64(&r) % 2), (int)(rng_u64(&r) % 4), 0};
-        check_case(&c, rng_u64(&r), stream, &runs);
-        ++cases;
+        const uint64_t seed = rng_u64(&r);
+        filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
-    printf("     cuda: %d cases, %d kernel runs bitwise equal to ref\n", cases, runs);
+    printf("     cuda: %d cases, %d kernel runs bitwise equal to ref (%d cases of the sample not run here, %d of them "
+           "for the deadline)\n", cases, runs, f.skipped, f.late);
     cudaStreamDestroy(stream);
 }
 
