@@ -1,6 +1,6 @@
 /* The CUDA backend under concurrency.
  *
- * With a device, over a fixed table of cases (the router's choice and every CUDA kernel forced: cuda_decode,
+ * With a device, over a fixed table of 19 cases (the router's choice and every CUDA kernel forced: cuda_decode,
  * cuda_rowsplit, cuda_packed, cuda_generic, some at other variants; several shapes, dtypes, gates, layouts,
  * masks and state modes), every output poisoned (0xFF bytes) before each call:
  *  - cuda_streams_threads: GDN_TEST_STREAMS_THREADS application threads (default 6) each own a stream (thread 0
@@ -58,6 +58,11 @@ static const stream_case cases[] = {
     {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24}, CASE_STATE_IN_PLACE, NULL, 0},
     {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25}, CASE_STATE_SEPARATE, "cuda_generic", 0},
     {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26}, CASE_STATE_SEPARATE, NULL, 0},
+    /* cuda_decode's warp kernel (Dv not a multiple of 32) and its streamed kernel with a 2-stage ring */
+    {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27}, CASE_STATE_IN_PLACE, "cuda_decode", 0},
+    {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode", 102},
+    /* the streamed kernel instance of case 0 (bf16, scalar gate, Dk = 128, VK) with another shared-memory size */
+    {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29}, CASE_STATE_SEPARATE, "cuda_decode", 103},
 };
 #undef R
 enum { N_CASES = (int)(sizeof cases / sizeof cases[0]), CHAIN_CASE = 3, MAX_THREADS = 16 };
