@@ -147,48 +147,35 @@ BLK_INLINE blk_part blk_pass_groups(const blk_pass *ps, int mode, int vgate, int
     return pending[0];
 }
 
-#define BLK_PASS_FN(name, body)                                                                              \
+/* The kv pass (read only) of one shape, for a chunk's first live token. */
+#define BLK_KV_FN(name, tree)                                                                                \
     BLK_NOINLINE blk_part name(const blk_pass *arg) {                                                        \
         const blk_pass local = *arg, *ps = &local;                                                           \
-        return body;                                                                                         \
+        return tree;                                                                                         \
     }
-/* The five passes of one shape: kv, update, fused, update (vector gate), fused (vector gate). */
-#define BLK_PASSES(suffix, tree)                                                                             \
-    BLK_PASS_FN(blk_kv_##suffix, tree(BLK_KV, 0))                                                            \
-    BLK_PASS_FN(blk_upd_##suffix, tree(BLK_UPDATE, 0))                                                       \
-    BLK_PASS_FN(blk_fus_##suffix, tree(BLK_FUSED, 0))                                                        \
-    BLK_PASS_FN(blk_updv_##suffix, tree(BLK_UPDATE, 1))                                                      \
-    BLK_PASS_FN(blk_fusv_##suffix, tree(BLK_FUSED, 1))                                                       \
-    static const blk_pass_fn blk_fns_##suffix[5] = {blk_kv_##suffix, blk_upd_##suffix, blk_fus_##suffix,      \
-                                                    blk_updv_##suffix, blk_fusv_##suffix};
 /* any Dk: c at run time */
-#define BLK_TREE_ANY(mode, vgate) blk_pass_groups(ps, mode, vgate, ps->c, 0)
-BLK_PASSES(any, BLK_TREE_ANY)
+BLK_KV_FN(blk_kv_any, blk_pass_groups(ps, BLK_KV, 0, ps->c, 0))
 #ifdef BLK_STATIC_TREES
 /* Dk = 32 c for c = 1, 2, 4, 8: c known, every lane full */
-#define BLK_TREE_C1(mode, vgate) blk_pass_groups(ps, mode, vgate, 1, 1)
-#define BLK_TREE_C2(mode, vgate) blk_pass_groups(ps, mode, vgate, 2, 1)
-#define BLK_TREE_C4(mode, vgate) blk_pass_groups(ps, mode, vgate, 4, 1)
-#define BLK_TREE_C8(mode, vgate) blk_pass_groups(ps, mode, vgate, 8, 1)
-BLK_PASSES(c1, BLK_TREE_C1)
-BLK_PASSES(c2, BLK_TREE_C2)
-BLK_PASSES(c4, BLK_TREE_C4)
-BLK_PASSES(c8, BLK_TREE_C8)
+BLK_KV_FN(blk_kv_c1, blk_pass_groups(ps, BLK_KV, 0, 1, 1))
+BLK_KV_FN(blk_kv_c2, blk_pass_groups(ps, BLK_KV, 0, 2, 1))
+BLK_KV_FN(blk_kv_c4, blk_pass_groups(ps, BLK_KV, 0, 4, 1))
+BLK_KV_FN(blk_kv_c8, blk_pass_groups(ps, BLK_KV, 0, 8, 1))
 #endif
 
-/* The five passes for this Dk. */
-static const blk_pass_fn *blk_passes_for(int64_t Dk) {
+/* The kv pass for this Dk. */
+static blk_pass_fn blk_kv_for(int64_t Dk) {
 #ifdef BLK_STATIC_TREES
     switch (Dk) {
-    case 32: return blk_fns_c1;
-    case 64: return blk_fns_c2;
-    case 128: return blk_fns_c4;
-    case 256: return blk_fns_c8;
+    case 32: return blk_kv_c1;
+    case 64: return blk_kv_c2;
+    case 128: return blk_kv_c4;
+    case 256: return blk_kv_c8;
     default: break;
     }
 #endif
     (void)Dk;
-    return blk_fns_any;
+    return blk_kv_any;
 }
 
 /* Sizes of one call. A work item is (b, `nkh` consecutive key heads from hk0, group of `nb` column blocks) and
@@ -223,6 +210,7 @@ typedef struct blk_job {
 #define BLK_STREAM_BYTES (8.0 * 1024 * 1024) /* y at least this large goes out around the caches */
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
 #define BLK_ITEMS_PER_THREAD 4 /* work items per thread, for balance */
+#define BLK_STATE_AHEAD 2      /* blocks of state_in prefetched ahead of the one being read */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -286,6 +274,24 @@ BLK_INLINE void blk_pf_step(blk_prefetcher *pf, int64_t step, int64_t steps) {
         }
 }
 
+/* Prefetches a block's part of state_in (b, h, :, j0 .. j0+BLK_COLS-1): one stretch of columns (VK) or a piece
+ * of each key row (KV). */
+static void blk_state_prefetch(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0) {
+    const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
+    const float *base = a->state_in + (b * a->Hv + h) * Dk * Dv;
+    if (a->state_layout == GDN_STATE_KV) {
+        for (int64_t i = 0; i < Dk; ++i) {
+            const uintptr_t p = (uintptr_t)(base + i * Dv + j0);
+            for (uintptr_t line = p & ~(uintptr_t)63; line < p + sizeof(float) * (uintptr_t)ncols; line += 64)
+                blk_prefetch((const char *)line);
+        }
+    } else {
+        const uintptr_t p = (uintptr_t)(base + j0 * Dk);
+        for (uintptr_t line = p & ~(uintptr_t)63; line < p + sizeof(float) * (uintptr_t)(ncols * Dk); line += 64)
+            blk_prefetch((const char *)line);
+    }
+}
+
 /* A block's state Sb[Dk][BLK_COLS] from state_in (b, h, :, j0 .. j0+BLK_COLS-1); zero past Dv, and all zero
  * without state_in. */
 static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, float *Sb) {
@@ -340,54 +346,69 @@ typedef struct blk_unit {
 
 /* Blocks un[0 .. m-1] (m <= BLK_IL) of an item through the chunk's n live tokens, in lockstep: each token,
  * every block runs its pass, so a block's delta never waits on the pass just issued. These are steps step0 ..
- * step0 + n - 1 of the chunk's `steps`, over which pf prefetches the next chunk. */
-static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
-                            int64_t n, int carried, int more, blk_prefetcher *pf, int64_t step0, int64_t steps) {
+ * step0 + n - 1 of the chunk's `steps`, over which pf prefetches the next chunk. The pass is inlined (rows per
+ * lane c, all lanes full or not, gate kind: compile-time in each instance below); the last token of the window
+ * runs it too, with its own k as the next key (that kv is never used). */
+BLK_INLINE void blk_steps(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
+                          int64_t n, int carried, int more, blk_prefetcher *pf, int64_t step0, int64_t steps, int64_t c,
+                          int full, int vgate) {
     const gdn_delta_args *a = &job->p->a;
     const int64_t Dk = a->Dk, G = job->p->group, H = job->hu, vstride = H * job->hcols;
-    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
-    const blk_pass_fn *fns = blk_passes_for(Dk);
     const float *gvc = ws + job->off_gv, *gkc = ws + job->off_gk, *vc = ws + job->off_v, *gbc = ws + job->off_gb;
     float *yc = ws + job->off_y;
     blk_part *kv_carry = (blk_part *)(void *)(ws + job->off_kv);
     const BLK_VEC scale = blk_vbcast(a->scale);
-    blk_pass ps[BLK_IL];
     blk_part kv[BLK_IL];
-    int64_t col[BLK_IL]; /* the block's columns in a token's v and y chunk rows */
-    memset(ps, 0, sizeof ps);
+    float *S[BLK_IL];
+    int64_t col[BLK_IL];  /* the block's columns in a token's v and y chunk rows */
+    int64_t kofs[BLK_IL]; /* its key head's q, k rows in a token's rows (kh * Dk) */
+    int64_t vofs[BLK_IL]; /* its v, y elements from a token's vy offset */
     for (int64_t s = 0; s < m; ++s) {
         /* kv of the chunk's first live token: carried from the previous chunk's last pass, or tree(S . k)
          * (vector gate: . g k) */
         const int64_t unit = un[s].hu * job->nb + un[s].lb;
         col[s] = un[s].hu * job->hcols + un[s].lb * BLK_COLS;
-        ps[s].S = ws + unit * Dk * BLK_COLS;
-        ps[s].Dk = Dk;
-        ps[s].c = job->p->dk_lane;
-        ps[s].kn = vgate ? gkc + un[s].hu * Dk : rows->k[0] + un[s].hu / G * Dk;
-        kv[s] = carried ? kv_carry[unit] : fns[BLK_KV](&ps[s]);
+        kofs[s] = un[s].hu / G * Dk;
+        vofs[s] = un[s].hu * a->Dv + un[s].lb * BLK_COLS;
+        S[s] = ws + unit * Dk * BLK_COLS;
+        if (carried) {
+            kv[s] = kv_carry[unit];
+        } else {
+            blk_pass P;
+            memset(&P, 0, sizeof P);
+            P.S = S[s];
+            P.Dk = Dk;
+            P.c = c;
+            P.kn = vgate ? gkc + un[s].hu * Dk : rows->k[0] + un[s].hu / G * Dk;
+            kv[s] = blk_kv_for(Dk)(&P);
+        }
     }
     for (int64_t u = 0; u < n; ++u) {
-        const int last = u + 1 == n && !more;
+        const int64_t u_next = u + 1 == n && !more ? u : u + 1; /* n: the next chunk's */
         blk_pf_step(pf, step0 + u, steps);
         for (int64_t s = 0; s < m; ++s) {
-            blk_pass *P = &ps[s];
-            const int64_t hu = un[s].hu, kh = hu / G, u_next = last ? u : u + 1; /* n: the next chunk's */
-            const int64_t io = rows->vy[u] + hu * a->Dv + un[s].lb * BLK_COLS;
+            const int64_t hu = un[s].hu, io = rows->vy[u] + vofs[s];
             const float *gb = gbc + (u * H + hu) * 2;
-            P->gv = gvc + (u * H + hu) * Dk;
-            P->k = rows->k[u] + kh * Dk;
-            P->q = rows->q[u] + kh * Dk;
-            P->kn = vgate ? gkc + (u_next * H + hu) * Dk : rows->k[u_next] + kh * Dk;
-            P->g = blk_vbcast(gb[0]);
+            blk_pass P;
+            P.S = S[s];
+            P.Dk = Dk;
+            P.c = c;
+            P.gv = gvc + (u * H + hu) * Dk;
+            P.k = rows->k[u] + kofs[s];
+            P.q = rows->q[u] + kofs[s];
+            P.kn = vgate ? gkc + (u_next * H + hu) * Dk : rows->k[u_next] + kofs[s];
+            P.g = blk_vbcast(gb[0]);
+            /* this block's v two tokens ahead */
+            if (job->direct_v && u + 2 < n) blk_prefetch((const float *)a->v + rows->vy[u + 2] + vofs[s]);
             /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
             const BLK_VEC beta = blk_vbcast(gb[1]);
             for (int v = 0; v < BLK_NV; ++v) {
                 const BLK_VEC vv = job->direct_v ? blk_vloadu((const float *)a->v + io + v * BLK_VW)
                                                  : blk_vload(vc + u * vstride + col[s] + v * BLK_VW);
-                P->d[v] = blk_vmul(blk_vsub(vv, vgate ? kv[s].n[v] : blk_vmul(P->g, kv[s].n[v])), beta);
+                P.d[v] = blk_vmul(blk_vsub(vv, vgate ? kv[s].n[v] : blk_vmul(P.g, kv[s].n[v])), beta);
             }
             /* update and readout of this token, fused with the kv of the next live token */
-            kv[s] = fns[(last ? BLK_UPDATE : BLK_FUSED) + (vgate ? 2 : 0)](P);
+            kv[s] = blk_pass_groups(&P, BLK_FUSED, vgate, c, full);
             /* y = tree(S' . q) * scale, into y or the chunk's y rows */
             for (int v = 0; v < BLK_NV; ++v) {
                 const BLK_VEC y = blk_vmul(kv[s].o[v], scale);
@@ -399,6 +420,67 @@ static void blk_chunk_units(const blk_job *job, float *ws, const blk_unit *un, i
         }
     }
     for (int64_t s = 0; s < m; ++s) kv_carry[un[s].hu * job->nb + un[s].lb] = kv[s];
+}
+
+typedef void (*blk_steps_fn)(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows,
+                             int64_t n, int carried, int more, blk_prefetcher *pf, int64_t step0, int64_t steps);
+#define BLK_STEPS_FN(name, c, full, vgate)                                                                   \
+    BLK_NOINLINE void name(const blk_job *job, float *ws, const blk_unit *un, int64_t m, const blk_rows *rows, \
+                           int64_t n, int carried, int more, blk_prefetcher *pf, int64_t step0, int64_t steps) {  \
+        blk_steps(job, ws, un, m, rows, n, carried, more, pf, step0, steps, c, full, vgate);                 \
+    }
+/* any Dk: c at run time */
+BLK_STEPS_FN(blk_steps_any, job->p->dk_lane, 0, 0)
+BLK_STEPS_FN(blk_stepsv_any, job->p->dk_lane, 0, 1)
+#ifdef BLK_STATIC_TREES
+BLK_STEPS_FN(blk_steps_c1, 1, 1, 0)
+BLK_STEPS_FN(blk_stepsv_c1, 1, 1, 1)
+BLK_STEPS_FN(blk_steps_c2, 2, 1, 0)
+BLK_STEPS_FN(blk_stepsv_c2, 2, 1, 1)
+BLK_STEPS_FN(blk_steps_c4, 4, 1, 0)
+BLK_STEPS_FN(blk_stepsv_c4, 4, 1, 1)
+BLK_STEPS_FN(blk_steps_c8, 8, 1, 0)
+BLK_STEPS_FN(blk_stepsv_c8, 8, 1, 1)
+#endif
+
+/* The steps for this Dk and gate kind. */
+static blk_steps_fn blk_steps_for(int64_t Dk, int vgate) {
+#ifdef BLK_STATIC_TREES
+    switch (Dk) {
+    case 32: return vgate ? blk_stepsv_c1 : blk_steps_c1;
+    case 64: return vgate ? blk_stepsv_c2 : blk_steps_c2;
+    case 128: return vgate ? blk_stepsv_c4 : blk_steps_c4;
+    case 256: return vgate ? blk_stepsv_c8 : blk_steps_c8;
+    default: break;
+    }
+#endif
+    (void)Dk;
+    return vgate ? blk_stepsv_any : blk_steps_any;
+}
+
+/* Blocks x0 .. x1-1 of an item (x = hu * nblk + blk: value head h0 + hu, columns c0 + blk * BLK_COLS) from
+ * state_in into the item's state S, each one prefetched BLK_STATE_AHEAD blocks before it is read (*pfx: blocks
+ * prefetched so far). */
+static void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, float *S, int64_t x0,
+                          int64_t x1, int64_t *pfx) {
+    const gdn_delta_args *a = &job->p->a;
+    const int64_t total = (job->hu) * nblk, Dk = a->Dk;
+    for (int64_t x = x0; x < x1; ++x) {
+        for (; a->state_in && *pfx < blk_min(x + BLK_STATE_AHEAD + 1, total); ++*pfx)
+            blk_state_prefetch(a, b, h0 + *pfx / nblk, c0 + *pfx % nblk * BLK_COLS);
+        const int64_t hu = x / nblk, blk = x % nblk;
+        blk_state_in(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
+    }
+}
+
+/* Blocks x0 .. x1-1 of an item out to state_out (if any). */
+static void blk_blocks_out(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, const float *S,
+                           int64_t x0, int64_t x1) {
+    const gdn_delta_args *a = &job->p->a;
+    for (int64_t x = x0; x < x1 && a->state_out; ++x) {
+        const int64_t hu = x / nblk, blk = x % nblk;
+        blk_state_out(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * a->Dk * BLK_COLS);
+    }
 }
 
 /* One work item: (b, key heads hk0 .. hk0+nkh-1, a group of column blocks) for their value heads h0 ..
@@ -413,12 +495,14 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     const int64_t blk0 = grp * job->nb, nblk = blk_min(job->nb, job->blocks - blk0);
     const int64_t c0 = blk0 * BLK_COLS, gcols = blk_min(nblk * BLK_COLS, Dv - c0);
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
+    const blk_steps_fn steps_fn = blk_steps_for(Dk, vgate);
     float *ws = job->ws + (size_t)worker * job->ws_stride, *S = ws;
     float *qc = ws + job->off_q, *kc = ws + job->off_k, *gvc = ws + job->off_gv, *gkc = ws + job->off_gk;
     float *vc = ws + job->off_v, *yc = ws + job->off_y, *gbc = ws + job->off_gb;
     int64_t live[BLK_MAX_TC];
     blk_rows rows;
-    int carried = 0; /* the blocks' kv of the next live token was computed by the previous chunk */
+    int carried = 0;    /* the blocks' kv of the next live token was computed by the previous chunk */
+    int state_done = 0; /* the blocks' states went out pair by pair */
     /* what a token of the next chunk reads: q, k rows of the key heads; v of the value heads (one stretch when
      * the item covers Dv); their gate rows (vector gate) */
     blk_prefetcher pf;
@@ -437,9 +521,12 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             blk_pf_segment(&pf, (const char *)(a->gate + (b * T * a->Hv + h0) * Dk), a->Hv * Dk * 4, H * Dk * 4);
     }
 
-    for (int64_t hu = 0; hu < H; ++hu)
-        for (int64_t blk = 0; blk < nblk; ++blk)
-            blk_state_in(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
+    /* The item's blocks in: all of them now, or (a window of one chunk) each pair just before its steps, and
+     * out right after them, so the state streams through while the blocks compute. */
+    const int64_t units = H * nblk;
+    const int per_pair = T <= job->tc;
+    int64_t pfx = 0; /* blocks of state_in prefetched so far */
+    if (!per_pair) blk_blocks_in(job, b, h0, c0, nblk, S, 0, units, &pfx);
 
     for (int64_t t0 = 0; t0 < T; t0 += job->tc) {
         /* the chunk's live tokens: q, k rows as f32; per value head: the gate row and g k (vector gate), v of
@@ -483,7 +570,10 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             }
             live[n++] = t;
         }
-        if (n == 0) continue;
+        if (n == 0) {
+            if (per_pair) blk_blocks_in(job, b, h0, c0, nblk, S, 0, units, &pfx);
+            continue;
+        }
         /* the next chunk's first live token: its k row (vector gate: g k per value head) ends this chunk's last
          * pass, whose kv the next chunk starts from */
         int64_t tn = t1;
@@ -503,7 +593,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             }
         }
         /* the item's hu * nblk blocks, BLK_IL at a time, while the next chunk's rows are prefetched */
-        const int64_t units = H * nblk, ngroups = (units + BLK_IL - 1) / BLK_IL;
+        const int64_t ngroups = (units + BLK_IL - 1) / BLK_IL;
         pf.t0 = t1;
         pf.ntok = blk_min(job->tc, T - t1);
         pf.done = 0;
@@ -511,7 +601,10 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             blk_unit un[BLK_IL];
             const int64_t m = blk_min(BLK_IL, units - x);
             for (int64_t s = 0; s < m; ++s) un[s] = (blk_unit){(x + s) / nblk, (x + s) % nblk};
-            blk_chunk_units(job, ws, un, m, &rows, n, carried, more, &pf, x / BLK_IL * n, ngroups * n);
+            if (per_pair) blk_blocks_in(job, b, h0, c0, nblk, S, x, x + m, &pfx);
+            steps_fn(job, ws, un, m, &rows, n, carried, more, &pf, x / BLK_IL * n, ngroups * n);
+            if (per_pair) blk_blocks_out(job, b, h0, c0, nblk, S, x, x + m);
+            state_done |= per_pair;
         }
         carried = more;
         /* the chunk's y rows out, rounded to the dtype */
@@ -526,10 +619,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     }
     if (job->stream) blk_stream_fence();
 
-    if (a->state_out)
-        for (int64_t hu = 0; hu < H; ++hu)
-            for (int64_t blk = 0; blk < nblk; ++blk)
-                blk_state_out(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
+    if (!state_done) blk_blocks_out(job, b, h0, c0, nblk, S, 0, units);
 }
 
 /* The kernel. One workspace per call (per worker: an item's state and a chunk's rows), allocated before
