@@ -247,30 +247,28 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     }
 }
 
-/* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs (occupancy asked again
- * only when the shared memory per block changes). */
+/* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs. */
 template <int DT, bool VEC, int C, bool KV>
 static gdn_status gdn_launch_decode(const gdn__problem *p, int stages) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     if (stages == 0) stages = GDN_DEC_STAGES;
     const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage;
-    static int per_sm = 0, per_sm_bytes = 0, sms = 0, attr_bytes = 0; /* benign races: same values from any thread */
-    if (bytes > 48 * 1024 && bytes > attr_bytes) {
-        if (cudaFuncSetAttribute(gdn_delta_decode_kernel<DT, VEC, C, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 bytes) != cudaSuccess)
+    static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
+    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
+        return GDN_ERR_DEVICE;
+    /* blocks per SM for this size: cached as (bytes << 32 | blocks) in one word, so a thread never pairs a size
+     * with another size's count */
+    static uint64_t occupancy = 0;
+    const uint64_t cached = __atomic_load_n(&occupancy, __ATOMIC_RELAXED);
+    int per_sm = (int)(cached & 0xffffffffu), dev = 0, sms = 0;
+    if (cached >> 32 != (uint64_t)bytes) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
+                                                          GDN_DEC_WARPS * 32, bytes) != cudaSuccess || per_sm < 1)
             return GDN_ERR_DEVICE;
-        attr_bytes = bytes;
+        __atomic_store_n(&occupancy, (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
     }
-    if (per_sm_bytes != bytes) {
-        int dev = 0, n = 0, per = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, gdn_delta_decode_kernel<DT, VEC, C, KV>,
-                                                          GDN_DEC_WARPS * 32, bytes) != cudaSuccess || per < 1)
-            return GDN_ERR_DEVICE;
-        sms = n;
-        per_sm = per;
-        per_sm_bytes = bytes;
-    }
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return GDN_ERR_DEVICE;
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
     const int64_t grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
     gdn_delta_decode_kernel<DT, VEC, C, KV>

@@ -362,35 +362,19 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     }
 }
 
-/* Largest dynamic shared memory a block may use, read once. */
-static int gdn_smem_optin(void) {
-    static int bytes = -1;
-    if (bytes < 0) {
-        int dev = 0, v = 48 * 1024;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-            v = 48 * 1024;
-        bytes = v;
-    }
-    return bytes;
-}
-
 template <int L, int P, int C, bool VEC, int W>
 static gdn_status gdn_launch_packed(const gdn__problem *p) {
     constexpr int N = 32 / L, CB = W * N * P;
     const gdn_dev_args a = gdn_dev_args_of(p);
-    const int ds = (int)p->dtype_size, limit = gdn_smem_optin();
+    const int ds = (int)p->dtype_size, limit = gdn_cuda_smem_optin();
     int tc = 8; /* the smallest of 8, 16, 32, 64 tokens that holds the window: small windows, small blocks */
     while (tc < 64 && tc < a.T) tc *= 2;
     while (tc > 4 && gdn_packed_layout(32 * C, CB, tc, ds, VEC).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
     const int bytes = gdn_packed_layout(32 * C, CB, tc, ds, VEC).total;
     if (bytes > limit) return GDN_ERR_INELIGIBLE;
-    static int attr_bytes = 0; /* the largest limit set so far for this instantiation (idempotent, benign race) */
-    if (bytes > 48 * 1024 && bytes > attr_bytes) {
-        if (cudaFuncSetAttribute(gdn_delta_packed_kernel<L, P, C, VEC, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 bytes) != cudaSuccess)
-            return GDN_ERR_DEVICE;
-        attr_bytes = bytes;
-    }
+    static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
+    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W>, &smem_ok) != GDN_OK)
+        return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB);
     if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
     gdn_delta_packed_kernel<L, P, C, VEC, W><<<(unsigned)blocks, W * 32, bytes, (cudaStream_t)p->a.cuda_stream>>>(a, tc);

@@ -356,34 +356,18 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     }
 }
 
-/* Largest dynamic shared memory a block may use, read once. */
-static int gdn_rs_smem_optin(void) {
-    static int bytes = -1;
-    if (bytes < 0) {
-        int dev = 0, v = 48 * 1024;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-            v = 48 * 1024;
-        bytes = v;
-    }
-    return bytes;
-}
-
 template <int C, int W, bool VEC>
 static gdn_status gdn_launch_rowsplit(const gdn__problem *p) {
     const gdn_dev_args a = gdn_dev_args_of(p);
-    const int ds = (int)p->dtype_size, limit = gdn_rs_smem_optin();
+    const int ds = (int)p->dtype_size, limit = gdn_cuda_smem_optin();
     int tc = 8; /* the smallest of 8, 16, 32, 64 tokens that holds the window, halved to fit */
     while (tc < 64 && tc < a.T) tc *= 2;
     while (tc > 8 && gdn_rowsplit_layout(32 * C, W, tc, ds, VEC).total > limit) tc /= 2;
     const int bytes = gdn_rowsplit_layout(32 * C, W, tc, ds, VEC).total;
     if (bytes > limit) return GDN_ERR_INELIGIBLE;
-    static int attr_bytes = 0; /* the largest limit set so far for this instantiation (idempotent, benign race) */
-    if (bytes > 48 * 1024 && bytes > attr_bytes) {
-        if (cudaFuncSetAttribute(gdn_delta_rowsplit_kernel<C, W, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 bytes) != cudaSuccess)
-            return GDN_ERR_DEVICE;
-        attr_bytes = bytes;
-    }
+    static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
+    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_rowsplit_kernel<C, W, VEC>, &smem_ok) != GDN_OK)
+        return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * (a.Dv / 32);
     if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
     gdn_delta_rowsplit_kernel<C, W, VEC><<<(unsigned)blocks, W * 32, bytes, (cudaStream_t)p->a.cuda_stream>>>(a, tc);

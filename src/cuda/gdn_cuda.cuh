@@ -140,4 +140,28 @@ static inline gdn_status gdn_launch_status(void) {
 
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* Largest dynamic shared memory a block may use on the current device, read once (48 KB if the query fails). */
+static inline int gdn_cuda_smem_optin(void) {
+    static int bytes = -1;
+    if (bytes < 0) {
+        int dev = 0, v = 48 * 1024;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            v = 48 * 1024;
+        bytes = v;
+    }
+    return bytes;
+}
+
+/* Lets `kernel` launch with up to the opt-in shared memory per block (needed above 48 KB). Every caller sets the
+ * same value, so threads making their first calls at once cannot undo each other; `*done` (one per kernel) skips
+ * the call once it has succeeded. */
+template <typename Kernel>
+static inline gdn_status gdn_cuda_allow_smem(Kernel kernel, int *done) {
+    if (__atomic_load_n(done, __ATOMIC_ACQUIRE)) return GDN_OK;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, gdn_cuda_smem_optin()) != cudaSuccess)
+        return GDN_ERR_DEVICE;
+    __atomic_store_n(done, 1, __ATOMIC_RELEASE);
+    return GDN_OK;
+}
+
 #endif
