@@ -42,11 +42,6 @@ static __host__ __device__ __forceinline__ gdn_dec_smem gdn_dec_layout(int Dk, i
     return m;
 }
 
-__device__ __forceinline__ void gdn_dec_cp16(unsigned char *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-}
-
 __device__ __forceinline__ void gdn_dec_cp4(unsigned char *dst, const void *src) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
@@ -80,9 +75,9 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             for (int p = threadIdx.x; p < DK * GDN_DEC_COLS / 4; p += NT) {
                 if (KV) {
                     const int i = p >> 3, c = p & 7;
-                    gdn_dec_cp16(st + m.st + i * 128 + ((c ^ ((i / C) & 7)) << 4), src + i * a.Dv + j0 + 4 * c);
+                    gdn_cp16(st + m.st + i * 128 + ((c ^ ((i / C) & 7)) << 4), src + i * a.Dv + j0 + 4 * c);
                 } else {
-                    gdn_dec_cp16(st + m.st + p * 16, src + j0 * DK + 4 * p);
+                    gdn_cp16(st + m.st + p * 16, src + j0 * DK + 4 * p);
                 }
             }
         }
@@ -94,17 +89,17 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             if (r < 2 * QP) {
                 const int w = r / QP, c = r % QP;
                 const unsigned char *src = (const unsigned char *)(w ? a.k : a.q) + ((bt * a.Hk + hk) * DK) * DS + c * 16;
-                gdn_dec_cp16(st + (w ? m.k : m.q) + t * DK * DS + c * 16, src);
+                gdn_cp16(st + (w ? m.k : m.q) + t * DK * DS + c * 16, src);
             } else {
                 const int c = r - 2 * QP;
-                gdn_dec_cp16(st + m.v + t * GDN_DEC_COLS * DS + c * 16,
+                gdn_cp16(st + m.v + t * GDN_DEC_COLS * DS + c * 16,
                              (const unsigned char *)a.v + ((bt * a.Hv + h) * a.Dv + j0) * DS + c * 16);
             }
         }
         if (VEC)
             for (int p = threadIdx.x; p < T * DK / 4; p += NT) {
                 const int t = p / (DK / 4), c = p % (DK / 4);
-                gdn_dec_cp16(st + m.gv + t * DK * 4 + c * 16, a.gate + ((b * a.T + t) * a.Hv + h) * DK + 4 * c);
+                gdn_cp16(st + m.gv + t * DK * 4 + c * 16, a.gate + ((b * a.T + t) * a.Hv + h) * DK + 4 * c);
             }
         /* scalars: thread t < T the raw gate and beta of token t; threads T, T+1 the head's A_log, dt_bias */
         const int x = threadIdx.x;
@@ -225,14 +220,14 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
 #pragma unroll 1
     for (int n = 0; n < stages - 1; ++n) {
         if (n < mine) issue(blockIdx.x + n * (int64_t)gridDim.x, n);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        gdn_cp_commit();
     }
 #pragma unroll 1
     for (int64_t n = 0; n < mine; ++n) {
         const int64_t ahead = n + stages - 1, it = blockIdx.x + n * gridDim.x;
         const int sg = (int)(n % stages);
         if (ahead < mine) issue(blockIdx.x + ahead * gridDim.x, (int)(ahead % stages));
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        gdn_cp_commit();
         /* all but the newest stages - 1 groups complete: item n's copies are in */
         if (stages == 2) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         else if (stages == 3) asm volatile("cp.async.wait_group 2;\n" ::: "memory");

@@ -46,45 +46,6 @@ static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int
     return m;
 }
 
-__device__ __forceinline__ void gdn_cp16(void *smem_dst, const void *gsrc) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gsrc) : "memory");
-}
-__device__ __forceinline__ void gdn_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void gdn_cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-/* rows x row_bytes from global rows (row r at src + r * src_stride) into smem rows (row r at dst + r * dst_stride),
- * in 16-byte pieces. */
-template <int NT>
-__device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_stride, const unsigned char *src,
-                                               int64_t src_stride, int rows, int row_bytes) {
-    const int per_row = row_bytes / 16;
-    for (int i = threadIdx.x; i < rows * per_row; i += NT) {
-        const int r = i / per_row, c = i % per_row;
-        gdn_cp16(dst + r * dst_stride + c * 16, src + r * src_stride + c * 16);
-    }
-}
-
-/* 16 raw bytes (4 f32 or 8 half/bfloat16 elements) from raw[i] to f32 at dst[i]. */
-template <int DT>
-__device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, int i) {
-    if (DT == GDN_F32) {
-        *(float4 *)(dst + i) = *(const float4 *)(raw + 4 * i);
-        return;
-    }
-    const uint4 u = *(const uint4 *)(raw + 2 * i);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-    float f[8];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const uint16_t lo = (uint16_t)(w[e] & 0xffffu), hi = (uint16_t)(w[e] >> 16);
-        f[2 * e] = DT == GDN_BF16 ? gdn__bf16_to_f32(lo) : gdn__f16_to_f32(lo);
-        f[2 * e + 1] = DT == GDN_BF16 ? gdn__bf16_to_f32(hi) : gdn__f16_to_f32(hi);
-    }
-    *(float4 *)(dst + i) = make_float4(f[0], f[1], f[2], f[3]);
-    *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
-}
-
 /* The raw chunk (q tcn rows, k nk rows, v tcn rows of cbe columns with row stride CB) into the f32 area, 16 raw
  * bytes per step (row lengths are multiples of 8 elements). */
 template <int DT, int NT>

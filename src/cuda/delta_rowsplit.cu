@@ -73,43 +73,11 @@ __device__ __forceinline__ float gdn_rs_cross(const float *buf, int lane) {
     return gdn_reg_tree<W>(x);
 }
 
-__device__ __forceinline__ void gdn_rs_cp16(void *smem_dst, const void *gsrc) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gsrc) : "memory");
-}
-
-/* rows x row_bytes from global rows (src + r * src_stride) into contiguous smem rows, in 16-byte pieces. */
-template <int NT>
-__device__ __forceinline__ void gdn_rs_stage(unsigned char *dst, const unsigned char *src, int64_t src_stride, int rows,
-                                             int row_bytes) {
-    const int per_row = row_bytes / 16;
-    for (int i = threadIdx.x; i < rows * per_row; i += NT) {
-        const int r = i / per_row, c = i % per_row;
-        gdn_rs_cp16(dst + r * row_bytes + c * 16, src + r * src_stride + c * 16);
-    }
-}
-
 /* n elements (a multiple of 8) of dtype DT from raw to f32 at dst, 16 raw bytes per step. */
 template <int DT, int NT>
 __device__ __forceinline__ void gdn_rs_convert(float *dst, const unsigned char *raw, int n) {
     constexpr int VE = DT == GDN_F32 ? 4 : 8;
-    for (int i = threadIdx.x * VE; i < n; i += NT * VE) {
-        if (DT == GDN_F32) {
-            *(float4 *)(dst + i) = *(const float4 *)(raw + 4 * i);
-            continue;
-        }
-        const uint4 u = *(const uint4 *)(raw + 2 * i);
-        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-        float f[8];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const uint16_t lo = (uint16_t)(w[e] & 0xffffu), hi = (uint16_t)(w[e] >> 16);
-            f[2 * e] = DT == GDN_BF16 ? gdn__bf16_to_f32(lo) : gdn__f16_to_f32(lo);
-            f[2 * e + 1] = DT == GDN_BF16 ? gdn__bf16_to_f32(hi) : gdn__f16_to_f32(hi);
-        }
-        *(float4 *)(dst + i) = make_float4(f[0], f[1], f[2], f[3]);
-        *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
-    }
+    for (int i = threadIdx.x * VE; i < n; i += NT * VE) gdn_cvt16<DT>(dst, raw, i);
 }
 
 template <int DT, int NT>
@@ -167,13 +135,13 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
         const unsigned char *q = (const unsigned char *)a.q + ((b * a.T + t0) * a.Hk + hk) * DK * ds;
         const unsigned char *k = (const unsigned char *)a.k + ((b * a.T + t0) * a.Hk + hk) * DK * ds;
         const unsigned char *v = (const unsigned char *)a.v + (((b * a.T + t0) * a.Hv + h) * a.Dv + j0) * ds;
-        gdn_rs_stage<NT>(sm + m.qr, q, a.Hk * DK * ds, tcn, DK * ds);
-        gdn_rs_stage<NT>(sm + m.kr, k, a.Hk * DK * ds, nk, DK * ds);
-        gdn_rs_stage<NT>(sm + m.vr, v, a.Hv * a.Dv * ds, tcn, 32 * ds);
+        gdn_stage_rows<NT>(sm + m.qr, DK * ds, q, a.Hk * DK * ds, tcn, DK * ds);
+        gdn_stage_rows<NT>(sm + m.kr, DK * ds, k, a.Hk * DK * ds, nk, DK * ds);
+        gdn_stage_rows<NT>(sm + m.vr, 32 * ds, v, a.Hv * a.Dv * ds, tcn, 32 * ds);
         if (VEC)
-            gdn_rs_stage<NT>(sm + m.gvr, (const unsigned char *)(a.gate + ((b * a.T + t0) * a.Hv + h) * DK),
-                             a.Hv * DK * 4, nk, DK * 4);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+            gdn_stage_rows<NT>(sm + m.gvr, DK * 4, (const unsigned char *)(a.gate + ((b * a.T + t0) * a.Hv + h) * DK),
+                               a.Hv * DK * 4, nk, DK * 4);
+        gdn_cp_commit();
         if ((int)threadIdx.x < tcn) {
             const int64_t t = t0 + threadIdx.x, gi = (b * a.T + t) * a.Hv + h;
             sc_g = VEC ? 0.0f : __ldg(a.gate + gi);
@@ -183,7 +151,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     };
     /* after issue(t0, tcn): wait for the copies, then the f32 area and the token scalars of the chunk */
     auto land = [&](int64_t t0, int tcn) {
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        gdn_cp_wait_all();
         __syncthreads(); /* every copy landed; every warp is done with the previous chunk */
         const int nk = a.T - t0 < tcn + 1 ? (int)(a.T - t0) : tcn + 1;
         switch (a.dtype) {
