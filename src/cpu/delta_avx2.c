@@ -87,24 +87,31 @@ static void avx2_cvt_out16(uint16_t *dst, const float *src, int64_t n, int bf16)
     for (; i < n; ++i) dst[i] = bf16 ? gdn__f32_to_bf16(src[i]) : gdn__f32_to_f16(src[i]);
 }
 
-/* dst[r * ds + c] = src[c * ss + r], r, c < 8: rows of src in, interleaved by pairs, quads and halves. */
-static inline void avx2_transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
-    __m256 r[8], t[8];
-    for (int c = 0; c < 8; ++c) r[c] = _mm256_loadu_ps(src + c * ss);
-    for (int c = 0; c < 8; c += 2) {
-        t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
-        t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
-    }
-    for (int c = 0; c < 8; c += 4) {
-        r[c] = _mm256_shuffle_ps(t[c], t[c + 2], 0x44);
-        r[c + 1] = _mm256_shuffle_ps(t[c], t[c + 2], 0xee);
-        r[c + 2] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0x44);
-        r[c + 3] = _mm256_shuffle_ps(t[c + 1], t[c + 3], 0xee);
-    }
-    for (int c = 0; c < 4; ++c) {
-        _mm256_storeu_ps(dst + c * ds, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
-        _mm256_storeu_ps(dst + (c + 4) * ds, _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
-    }
+/* dst[r * ds + c] = src[c * ss + r], r, c < 8: rows of src in, interleaved by pairs, quads and halves. Written
+ * out in named registers and always inlined (as a loop over arrays GCC kept the rows on the stack). */
+static inline __attribute__((always_inline)) void avx2_transpose8(float *dst, int64_t ds, const float *src, int64_t ss) {
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss);
+    const __m256 r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss), r5 = _mm256_loadu_ps(src + 5 * ss);
+    const __m256 r6 = _mm256_loadu_ps(src + 6 * ss), r7 = _mm256_loadu_ps(src + 7 * ss);
+    /* rows interleaved by pairs (per 128-bit half) */
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    /* then by quads: u_k holds column k of rows 0-3 (low half) and column k + 4 (high half) */
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    /* then the halves: column k of rows 0-7 = low halves of u_k and u_k+4; column k + 4 = their high halves */
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
 #define BLK_VEC __m256
@@ -126,6 +133,7 @@ static inline void avx2_transpose8(float *dst, int64_t ds, const float *src, int
 #define blk_cvt_out16(dst, src, n, bf16) avx2_cvt_out16((dst), (src), (n), (bf16))
 #define blk_vloadu(p) _mm256_loadu_ps(p)
 #define blk_vstream(p, x) _mm256_stream_ps((p), (x))
+#define blk_vstoreu(p, x) _mm256_storeu_ps((p), (x))
 #define BLK_STATIC_TREES
 #include "cpu/delta_blocked.h"
 

@@ -29,6 +29,7 @@
  *     blk_prefetch(p)               a cache prefetch hint for the line at p (may do nothing)
  *     blk_stream(dst, src, bytes)   memcpy for output rows (may bypass the cache); blk_stream_fence() after them
  *     blk_vloadu(p), blk_vstream(p, x)  unaligned load; aligned store that may bypass the cache
+ *     blk_vstoreu(p, x)             unaligned store
  *     blk_transpose8(dst, ds, src, ss)  dst[r * ds + c] = src[c * ss + r] for r, c < 8
  *     blk_cvt_in16(dst, src, n, bf16), blk_cvt_out16(dst, src, n, bf16)  n halves (bf16: bfloat16s) to f32
  *                                   exactly as gdn__f16_to_f32 / gdn__bf16_to_f32, and f32 to them as
@@ -299,8 +300,11 @@ static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t 
     if (!a->state_in || ncols < BLK_COLS) memset(Sb, 0, sizeof(float) * (size_t)(Dk * BLK_COLS));
     if (!a->state_in) return;
     const float *base = a->state_in + (b * a->Hv + h) * Dk * Dv;
-    if (a->state_layout == GDN_STATE_KV) {
-        /* [Dk][Dv]: the block is a contiguous piece of each key row */
+    if (a->state_layout == GDN_STATE_KV && ncols == BLK_COLS) {
+        /* [Dk][Dv]: the block is a contiguous piece of each key row, BLK_NV vectors */
+        for (int64_t i = 0; i < Dk; ++i)
+            for (int v = 0; v < BLK_NV; ++v) blk_vstore(Sb + i * BLK_COLS + v * BLK_VW, blk_vloadu(base + i * Dv + j0 + v * BLK_VW));
+    } else if (a->state_layout == GDN_STATE_KV) {
         for (int64_t i = 0; i < Dk; ++i) memcpy(Sb + i * BLK_COLS, base + i * Dv + j0, sizeof(float) * (size_t)ncols);
     } else if (ncols == BLK_COLS && Dk % 8 == 0) {
         /* [Dv][Dk]: each column's keys are contiguous; 8 x 8 tiles transposed */
@@ -318,7 +322,10 @@ static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t 
 static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, const float *Sb) {
     const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
     float *base = a->state_out + (b * a->Hv + h) * Dk * Dv;
-    if (a->state_layout == GDN_STATE_KV) {
+    if (a->state_layout == GDN_STATE_KV && ncols == BLK_COLS) {
+        for (int64_t i = 0; i < Dk; ++i)
+            for (int v = 0; v < BLK_NV; ++v) blk_vstoreu(base + i * Dv + j0 + v * BLK_VW, blk_vload(Sb + i * BLK_COLS + v * BLK_VW));
+    } else if (a->state_layout == GDN_STATE_KV) {
         for (int64_t i = 0; i < Dk; ++i) memcpy(base + i * Dv + j0, Sb + i * BLK_COLS, sizeof(float) * (size_t)ncols);
     } else if (ncols == BLK_COLS && Dk % 8 == 0) {
         for (int64_t jj = 0; jj < BLK_COLS; jj += 8)

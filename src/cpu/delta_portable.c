@@ -84,6 +84,7 @@ static void portable_transpose8(float *dst, int64_t ds, const float *src, int64_
 #define blk_cvt_out16(dst, src, n, bf16) portable_cvt_out16((dst), (src), (n), (bf16))
 #define blk_vloadu(p) portable_load(p)
 #define blk_vstream(p, x) portable_store((p), (x))
+#define blk_vstoreu(p, x) portable_store((p), (x))
 #include "cpu/delta_blocked.h"
 
 gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }
