@@ -30,7 +30,7 @@ NVCC_FLAGS += -Xcompiler -fPIC
 endif
 
 LIB_SRC = src/gdn.c src/router.c src/ref/ref.c src/cpu/pool.c src/cpu/cpu_features.c \
-          src/cpu/delta_portable.c src/cpu/delta_avx2.c
+          src/cpu/delta_portable.c src/cpu/delta_avx2.c src/cpu/decode_avx2.c
 ifeq ($(GDN_CUDA),1)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
@@ -57,7 +57,7 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # one ISA per file: only the AVX2 kernel gets the AVX2 flags
-$(BUILD)/src/cpu/delta_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(BUILD)/src/cpu/delta_avx2.o $(BUILD)/src/cpu/decode_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 # the CLI: the FMA-peak microbenchmark is AVX2; the CUDA side sees the CUDA runtime header in a CUDA build
 $(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 ifeq ($(GDN_CUDA),1)

@@ -31,6 +31,7 @@ const gdn__kernel gdn__kernels[] = {
     {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, gdn__cuda_rowsplit_eligible, gdn__delta_cuda_rowsplit},
     {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, gdn__delta_cuda_packed},
     {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, gdn__delta_cuda_generic},
+    {"packed_decode_avx2", GDN_BACKEND_CPU, 1, gdn__decode_avx2_eligible, gdn__delta_decode_avx2},
     {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, gdn__delta_packed_avx2},
     {"portable", GDN_BACKEND_CPU, 0, portable_eligible, gdn__delta_portable},
     {"ref", GDN_BACKEND_CPU, 0, always, gdn__delta_ref},

@@ -58,8 +58,8 @@ static size_t first_difference(const void *a, const void *b, size_t n, size_t si
     return n;
 }
 
-static const char *kernels_under_test[] = {"ref", "portable", "packed_avx2"};
-enum { N_KERNELS = 3 };
+static const char *kernels_under_test[] = {"ref", "portable", "packed_avx2", "packed_decode_avx2"};
+enum { N_KERNELS = (int)(sizeof kernels_under_test / sizeof kernels_under_test[0]) };
 
 typedef struct tally {
     int compared[N_KERNELS], ineligible[N_KERNELS];
@@ -155,9 +155,30 @@ TEST(bitwise_kernels_vs_ref_sampled) {
     CHECK(pairs_covered >= (quick ? 0.9 : 0.98) * pairs, "pair coverage %d of %d", pairs_covered, pairs);
     CHECK(tl.compared[0] == n_cases + !quick);
     CHECK(tl.compared[2] > 0, "packed_avx2 never ran");
+    CHECK(tl.compared[3] > 0, "packed_decode_avx2 never ran");
     printf("     %d cases, %.2e state updates, %.1f s CPU; pairs of axis values covered: %d of %d\n", n_cases + !quick,
            tl.updates, (double)(clock() - start) / CLOCKS_PER_SEC, pairs_covered, pairs);
     for (int kn = 0; kn < N_KERNELS; ++kn)
-        printf("     %-12s bitwise equal to ref in %d cases, ineligible in %d\n", kernels_under_test[kn], tl.compared[kn],
+        printf("     %-18s bitwise equal to ref in %d cases, ineligible in %d\n", kernels_under_test[kn], tl.compared[kn],
                tl.ineligible[kn]);
+}
+
+/* The decode kernel's shapes in full (VK, Dk = 128, T = 1 and 2): every dtype, gate and beta kind, mask on and off,
+ * each state mode, 1 to 3 threads, over heads, batch and Dv; every kernel against ref as above. */
+TEST(bitwise_decode_shapes_vs_ref) {
+    tally tl = {{0}, {0}, 0.0};
+    int i = 0;
+    for (int t = 1; t <= 2; ++t)
+        for (int hd = 0; hd < 3; ++hd)
+            for (int dv = 0; dv < 4; ++dv)
+                for (int gate = GDN_GATE_DECAY; gate <= GDN_GATE_RAW; ++gate, ++i) {
+                    const case_cfg cfg = {.B = 1 + 2 * (i % 2), .T = t, .Hk = heads_values[hd][0], .Hv = heads_values[hd][1],
+                                          .Dk = 128, .Dv = dv_values[dv], .dtype = (gdn_dtype)(i % 3),
+                                          .gate_kind = (gdn_gate_kind)gate, .beta_kind = (gdn_beta_kind)(i / 2 % 2),
+                                          .mask = i / 3 % 2, .layout = GDN_STATE_VK, .state_in = i % 5 != 1,
+                                          .inputs = (case_inputs)(i / 7 % 2), .seed = 500 + (uint64_t)i};
+                    check_case(&cfg, 1 + i % 3, state_mode(i % 4), &tl);
+                }
+    CHECK(tl.compared[3] == i, "packed_decode_avx2 ran %d of %d cases", tl.compared[3], i);
+    printf("     %d decode cases: packed_decode_avx2 bitwise equal to ref in %d\n", i, tl.compared[3]);
 }

@@ -85,8 +85,13 @@ TEST(routing_choices_and_fallbacks) {
             s.a.dtype = (gdn_dtype)d;
             const char *name = NULL;
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name != NULL);
-            CHECK(name && strcmp(name, packed ? "packed_avx2" : "portable") == 0, "Dk=%lld dtype %d routed to %s",
-                  (long long)dks[i], d, name ? name : "(null)");
+            /* Dk = 128 in the VK layout with T <= 2 (this small case): the decode kernel */
+            const char *want = !packed ? "portable" : dks[i] == 128 ? "packed_decode_avx2" : "packed_avx2";
+            CHECK(name && strcmp(name, want) == 0, "Dk=%lld dtype %d routed to %s", (long long)dks[i], d,
+                  name ? name : "(null)");
+            s.a.state_layout = GDN_STATE_KV; /* the decode kernel takes VK only */
+            CHECK(gdn_route(&s.a, &name) == GDN_OK && name && strcmp(name, packed ? "packed_avx2" : "portable") == 0,
+                  "Dk=%lld dtype %d KV routed to %s", (long long)dks[i], d, name ? name : "(null)");
         }
     /* any shape: the router's choice is the first eligible kernel, and routing is repeatable */
     const int64_t odd_dk[] = {1, 2, 31, 33, 48, 100, 200, 511, 512}, odd_dv[] = {1, 3, 7, 8, 9, 100, 64, 5, 2};
@@ -195,7 +200,7 @@ TEST(routing_packed_env_child) {
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name);
             if (!name) continue;
             if (!on) CHECK(strstr(name, "packed") == NULL, "GDN_PACKED=0 but Dk=%lld routed to %s", (long long)dks[i], name);
-            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, "packed_avx2") == 0, "routed to %s", name);
+            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, "packed_decode_avx2") == 0, "routed to %s", name);
             CHECK(strcmp(name, first_eligible(&s.a, on)) == 0);
             /* the routed call runs and matches ref bitwise (f32: the buffers hold f32 data) */
             if (d != GDN_F32) continue;
@@ -250,7 +255,8 @@ TEST(routing_kill_switch_gdn_packed) {
         CHECK(ok && strstr(out, "1 passed, 0 failed") != NULL, "child with GDN_PACKED=%s:\n%s", values[i], out);
         const char *line = strstr(out, "GDN_PACKED=");
         if (line) printf("     child: %.*s\n", (int)strcspn(line, "\n"), line);
-        if (values[i][0] == '0') CHECK(line && strstr(line, "routes to portable"), "kill switch did not route around packed_avx2");
-        else if (has_avx2_fma()) CHECK(line && strstr(line, "routes to packed_avx2"));
+        if (values[i][0] == '0')
+            CHECK(line && strstr(line, "routes to portable"), "kill switch did not route around the packed kernels");
+        else if (has_avx2_fma()) CHECK(line && strstr(line, "routes to packed_decode_avx2"));
     }
 }
