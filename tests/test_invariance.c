@@ -108,3 +108,57 @@ TEST(invariance_batch_composition) {
         case_free(&c);
     }
 }
+
+/* The decode kernel's own window (VK, Dk = 128, T <= 2): two tokens in one call == two one-token calls with the
+ * state carried, and a sequence of B = 3 == the sequence alone; every dtype, gate and beta kind, mask on and off. */
+TEST(invariance_decode_kernel) {
+    const char *kernel = "packed_decode_avx2";
+    for (int i = 0; i < 12; ++i) {
+        const case_cfg cfg = {.B = 3, .T = 2, .Hk = 2, .Hv = 6, .Dk = 128, .Dv = 64, .dtype = (gdn_dtype)(i % 3),
+                              .gate_kind = (gdn_gate_kind)(i % 4), .beta_kind = (gdn_beta_kind)(i / 4 % 2),
+                              .mask = i % 5 == 1, .layout = GDN_STATE_VK, .state_in = i % 6 != 2,
+                              .inputs = i % 4 == 3 ? CASE_ADVERSARIAL : CASE_REALISTIC, .seed = 3000u + (uint64_t)i};
+        gdn_case c;
+        if (!case_init(&c, &cfg)) { CHECK(0, "allocation"); continue; }
+        void *y_one = malloc(c.n_v * c.dsize), *y_parts = malloc(c.n_v * c.dsize), *y1 = malloc(c.n_v * c.dsize);
+        float *s_one = malloc(c.n_state * 4), *s_a = malloc(c.n_state * 4), *s1 = malloc(c.n_state * 4);
+        gdn_delta_args probe = case_args(&c);
+        probe.y = y_one;
+        probe.state_out = s_one;
+        const int eligible = gdn_kernel_eligible(kernel_index(kernel), &probe); /* 0 on a CPU without AVX2 + FMA */
+        if (eligible && y_one && y_parts && y1 && s_one && s_a && s1) {
+            CHECK(case_run(&c, kernel, 2, CASE_STATE_SEPARATE, y_one, s_one) == GDN_OK);
+            poison(y_parts, c.n_v * c.dsize);
+            const int ok =
+                run_part(&c, kernel, 0, 1, c.state_in, s_a, y_parts) && run_part(&c, kernel, 1, 1, s_a, s_a, y_parts);
+            CHECK(ok, "a one-token call failed: %s", case_describe(&cfg));
+            CHECK(memcmp(y_one, y_parts, c.n_v * c.dsize) == 0, "y of one call != two one-token calls: %s",
+                  case_describe(&cfg));
+            CHECK(memcmp(s_one, s_a, c.n_state * 4) == 0, "state of one call != two one-token calls: %s",
+                  case_describe(&cfg));
+            const size_t y_seq = c.n_v / 3 * c.dsize, s_seq = c.n_state / 3 * 4;
+            for (int64_t b = 0; b < 3; ++b) {
+                gdn_case one;
+                if (!case_slice(&one, &c, b, 1, 0, cfg.T, c.state_in ? c.state_in + (size_t)b * c.n_state / 3 : NULL)) {
+                    CHECK(0, "allocation");
+                    continue;
+                }
+                CHECK(case_run(&one, kernel, 1, CASE_STATE_SEPARATE, y1, s1) == GDN_OK);
+                CHECK(memcmp((char *)y_one + (size_t)b * y_seq, y1, y_seq) == 0, "sequence %lld of B=3 != alone: %s",
+                      (long long)b, case_describe(&cfg));
+                CHECK(memcmp((char *)s_one + (size_t)b * s_seq, s1, s_seq) == 0, "state of sequence %lld != alone: %s",
+                      (long long)b, case_describe(&cfg));
+                case_free(&one);
+            }
+        } else {
+            CHECK(y_one && y_parts && y1 && s_one && s_a && s1, "allocation");
+        }
+        free(y_one);
+        free(y_parts);
+        free(y1);
+        free(s_one);
+        free(s_a);
+        free(s1);
+        case_free(&c);
+    }
+}
