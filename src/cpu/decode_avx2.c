@@ -20,7 +20,6 @@
  * kv of every column of the batch, then every update, so that the columns' chains overlap) and is written once.
  * Work items are (b, h); the token rows of an item are prepared once. */
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gdn_internal.h"
@@ -96,6 +95,7 @@ static void dec_item(void *ctx, int64_t item, int worker) {
             for (int i = 0; i < DEC_DK; ++i) row[i] = g[i] * row[i];
             dec_row(tk->kk, row);
             dec_row(tk->g, g);
+            tk->gate = 0.0f; /* unused */
         } else {
             memcpy(tk->kk, tk->k, sizeof tk->k);
             tk->gate = gdn__scalar_gate(a, b, t, h);
