@@ -34,11 +34,11 @@ static int cmd_list(void) {
     }
     printf("Kernels in routing order; eligible here for B=1 Hk=16 Hv=32 Dk=Dv=128 f32 (prefill T=%d, decode T=1).\n", QWEN_T);
     printf("CPU pool: %d threads; CUDA devices: %d\n\n", gdn_cpu_threads(), tool_cuda_devices());
-    printf("%-14s %-8s %-8s %-8s\n", "kernel", "backend", "prefill", "decode");
+    printf("%-18s %-8s %-8s %-8s\n", "kernel", "backend", "prefill", "decode");
     for (int i = 0; i < gdn_kernel_count(); ++i) {
         const gdn_backend be = gdn_kernel_backend(i);
         pre.a.backend = dec.a.backend = be;
-        printf("%-14s %-8s %-8s %-8s\n", gdn_kernel_name(i), backend_name(be), gdn_kernel_eligible(i, &pre.a) ? "yes" : "no",
+        printf("%-18s %-8s %-8s %-8s\n", gdn_kernel_name(i), backend_name(be), gdn_kernel_eligible(i, &pre.a) ? "yes" : "no",
                gdn_kernel_eligible(i, &dec.a) ? "yes" : "no");
     }
     for (int be = GDN_BACKEND_CPU; be <= GDN_BACKEND_CUDA; ++be) {
@@ -149,7 +149,7 @@ static void print_row(const char *dtype, const char *kernel, const char *backend
     char pct[16] = "-", speed[16] = "-";
     if (peak > 0.0) snprintf(pct, sizeof pct, "%.1f%%", 100.0 * gflops / peak);
     if (ref_ms > 0.0) snprintf(speed, sizeof speed, "%.2fx", ref_ms / ms);
-    printf("%-5s %-13s %-8s %10.2f %9.1f %7s %8s  %-6s %9.2e %9.2e\n", dtype, kernel, backend, ms, gflops, pct, speed,
+    printf("%-5s %-18s %-8s %10.2f %9.1f %7s %8s  %-6s %9.2e %9.2e\n", dtype, kernel, backend, ms, gflops, pct, speed,
            eq, rel_y, rel_s);
 }
 
@@ -189,7 +189,7 @@ static int run_dtype(gdn_dtype dtype, int64_t T, const run_floor *fl) {
         failures = 1;
         goto done;
     }
-    printf("%-5s %-13s %-8s %10.2f %9s %7s %8s  %-6s %9s %9s\n", dn, "oracle", "cpu f64", oracle_ms, "-", "-", "-", "-", "-", "-");
+    printf("%-5s %-18s %-8s %10.2f %9s %7s %8s  %-6s %9s %9s\n", dn, "oracle", "cpu f64", oracle_ms, "-", "-", "-", "-", "-", "-");
 
     /* ref, once: the contract's definition */
     double sec;
@@ -231,11 +231,11 @@ static int run_dtype(gdn_dtype dtype, int64_t T, const run_floor *fl) {
             ms = tool_median(times, n) * 1e3;
         }
         if (s == GDN_ERR_INELIGIBLE) {
-            printf("%-5s %-13s %-8s not eligible for this shape here\n", dn, name, backend_name(be));
+            printf("%-5s %-18s %-8s not eligible for this shape here\n", dn, name, backend_name(be));
             continue;
         }
         if (s != GDN_OK) {
-            printf("%-5s %-13s %-8s failed: %s\n", dn, name, backend_name(be), gdn_status_str(s));
+            printf("%-5s %-18s %-8s failed: %s\n", dn, name, backend_name(be), gdn_status_str(s));
             failures++;
             continue;
         }
@@ -297,7 +297,7 @@ static int cmd_run(int argc, char **argv) {
     }
     printf("  ==ref: y and final state memcmp-equal to ref; rel L2: ||x - oracle|| / ||oracle||, bound %.0e (bf16 y: %.0e)\n\n",
            REL_L2_BOUND, REL_L2_BOUND_HALF);
-    printf("%-5s %-13s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
+    printf("%-5s %-18s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
            "%peak", "vs ref", "==ref", "rel L2 y", "rel L2 S");
     const double t0 = tool_now();
     int failures = run_dtype(GDN_F32, T, &fl);

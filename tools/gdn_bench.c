@@ -94,7 +94,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
                peak_gbps, 100.0 * gflops / peak_gflops, 100.0 * gbps / peak_gbps, floor_ms, eq,
                gpu ? tool_cuda_device_name() : tool_cpu_model());
     } else {
-        printf("%-7s %4lld %5lld  %-13s %-4s %10.3f %9.1f %6.1f%% %8.1f %6.1f%% %9.3f %6.2fx  %-5s %4d\n", mode,
+        printf("%-7s %4lld %5lld  %-18s %-4s %10.3f %9.1f %6.1f%% %8.1f %6.1f%% %9.3f %6.2fx  %-5s %4d\n", mode,
                (long long)a->B, (long long)a->T, r->kernel, gpu ? "cuda" : "cpu", r->ms_median, gflops, 100.0 * gflops / peak_gflops,
                gbps, 100.0 * gbps / peak_gbps, floor_ms, r->ms_median / floor_ms, r->equal < 0 ? "-" : r->equal ? "yes" : "NO",
                r->slots);
@@ -267,7 +267,7 @@ int tool_bench(int argc, char **argv) {
             printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
         printf("Hk=%d Hv=%d Dk=Dv=%d %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
                HK, HV, D, tool_dtype_name(o.dtype));
-        printf("%-7s %4s %5s  %-13s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
+        printf("%-7s %4s %5s  %-18s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
                "ms median", "GFLOP/s", "%peak", "GB/s", "%bw", "floor ms", "/floor", "==ref", "pool");
     }
     static const int64_t prefill_T[] = {1, 7, 64, 257, 2048, 8192}, decode_B[] = {1, 8, 64, 256};
