@@ -376,9 +376,7 @@ extern "C" {
 int gdn__cuda_packed_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
-    const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && gdn_aligned16(a->v) &&
-                        (a->gate_kind != GDN_GATE_VECTOR || gdn_aligned16(a->gate)) && gdn_aligned16(a->state_in) &&
-                        gdn_aligned16(a->state_out);
+    const int aligned = gdn_staged_tensors_aligned16(a);
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned;
 }
 

@@ -180,6 +180,14 @@ static inline gdn_status gdn_launch_status(void) {
 
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* Every tensor the staging kernels copy in 16-byte pieces is 16-byte aligned: q, k, v, the vector gate (when it is
+ * the gate kind) and both states (NULL counts as aligned). */
+static inline int gdn_staged_tensors_aligned16(const gdn_delta_args *a) {
+    return gdn_aligned16(a->q) && gdn_aligned16(a->k) && gdn_aligned16(a->v) &&
+           (a->gate_kind != GDN_GATE_VECTOR || gdn_aligned16(a->gate)) && gdn_aligned16(a->state_in) &&
+           gdn_aligned16(a->state_out);
+}
+
 /* Largest dynamic shared memory a block may use on the current device, read once (48 KB if the query fails). */
 static inline int gdn_cuda_smem_optin(void) {
     static int bytes = -1;
