@@ -11,8 +11,9 @@
  *
  * The tree is static in groups of 4 lanes: each group is one straight-line subtree (blk_tree4 -> blk_tree2 ->
  * blk_lane inlined, partials in registers) and the 8 groups merge as a binary counter. With BLK_STATIC_TREES
- * defined, Dk = 32, 64, 128, 256 get passes with the rows per lane known at compile time. Each token's update+readout pass is fused with the next live token's kv pass, so every
- * state element is loaded and stored once per token:
+ * defined, Dk = 32, 64, 128, 256 get passes with the rows per lane known at compile time. Each token's
+ * update+readout pass is fused with the next live token's kv pass (the window's last token with its own k, the
+ * extra kv unused), so every state element is loaded and stored once per token:
  *
  *     S'   = fma(g, S, k_i * d)        (vector gate: g_i)
  *     o   += S' * q_i                  (readout of this token)
@@ -66,9 +67,8 @@ typedef struct blk_pass {
 } blk_pass;
 
 enum {
-    BLK_KV = 0,     /* read only: n = tree(S . kn) */
-    BLK_UPDATE = 1, /* S' = fma(g, S, k d); o = tree(S' . q) */
-    BLK_FUSED = 2   /* BLK_UPDATE and n = tree(S' . kn) */
+    BLK_KV = 0,   /* read only: n = tree(S . kn) */
+    BLK_FUSED = 1 /* S' = fma(g, S, k d); o = tree(S' . q); n = tree(S' . kn) */
 };
 
 /* Row i of the block into the partials r of its tree lane. */
@@ -81,12 +81,12 @@ BLK_INLINE void blk_row(const blk_pass *ps, int64_t i, int mode, int vgate, blk_
     }
     const BLK_VEC kb = blk_vbcast(ps->k[i]), qb = blk_vbcast(ps->q[i]);
     const BLK_VEC gb = vgate ? blk_vbcast(ps->gv[i]) : ps->g;
-    const BLK_VEC nb = mode == BLK_FUSED ? blk_vbcast(ps->kn[i]) : blk_vzero();
+    const BLK_VEC nb = blk_vbcast(ps->kn[i]);
     for (int v = 0; v < BLK_NV; ++v) {
         const BLK_VEC s = blk_vfma(gb, blk_vload(row + v * BLK_VW), blk_vmul(kb, ps->d[v]));
         blk_vstore(row + v * BLK_VW, s);
         r->o[v] = blk_vfma(s, qb, r->o[v]);
-        if (mode == BLK_FUSED) r->n[v] = blk_vfma(s, nb, r->n[v]);
+        r->n[v] = blk_vfma(s, nb, r->n[v]);
     }
 }
 
@@ -131,8 +131,6 @@ BLK_LEVEL(blk_tree4, blk_tree2, 2)
 
 typedef blk_part (*blk_pass_fn)(const blk_pass *ps);
 
-/* The passes, one function per (rows per lane, mode, gate): Dk = 32 c straight-line for c = 1, 2, 4, 8, and
- * one for any Dk. */
 /* The pass: the 32 lanes in 8 groups of 4 whose subtree is straight-line code (partials in registers); a
  * group's node merges with its pending left sibling as soon as it completes (a binary counter over the group
  * index), which is the same tree. Groups within the full lanes (rows [0, Dk / c * c)) run with cnt = c. */
