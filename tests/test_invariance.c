@@ -74,6 +74,26 @@ TEST(invariance_split_window) {
     }
 }
 
+/* Each sequence b of c (B = 3) alone (B = 1, its own slice and initial state, 1 + b threads) on `kernel` gives its
+ * rows y and its state s of the batch call. y1, s1: scratch of one sequence. */
+static void check_sequences_alone(const gdn_case *c, const char *kernel, const void *y, const float *s, void *y1,
+                                  float *s1) {
+    const size_t y_seq = c->n_v / 3 * c->dsize, s_seq = c->n_state / 3 * 4; /* bytes of one sequence */
+    for (int64_t b = 0; b < 3; ++b) {
+        gdn_case one;
+        if (!case_slice(&one, c, b, 1, 0, c->cfg.T, c->state_in ? c->state_in + (size_t)b * c->n_state / 3 : NULL)) {
+            CHECK(0, "allocation");
+            continue;
+        }
+        CHECK(case_run(&one, kernel, 1 + (int)b, CASE_STATE_SEPARATE, y1, s1) == GDN_OK);
+        CHECK(memcmp((const char *)y + (size_t)b * y_seq, y1, y_seq) == 0, "%s: sequence %lld of B=3 != alone: %s",
+              kernel, (long long)b, case_describe(&c->cfg));
+        CHECK(memcmp((const char *)s + (size_t)b * s_seq, s1, s_seq) == 0,
+              "%s: state of sequence %lld of B=3 != alone: %s", kernel, (long long)b, case_describe(&c->cfg));
+        case_free(&one);
+    }
+}
+
 TEST(invariance_batch_composition) {
     const int n = test_quick() ? 6 : 12;
     for (int i = 0; i < n; ++i) {
@@ -82,23 +102,9 @@ TEST(invariance_batch_composition) {
         if (!case_init(&c, &cfg)) { CHECK(0, "allocation"); continue; }
         void *y = malloc(c.n_v * c.dsize), *y1 = malloc(c.n_v * c.dsize);
         float *s = malloc(c.n_state * 4), *s1 = malloc(c.n_state * 4);
-        const size_t y_seq = c.n_v / 3 * c.dsize, s_seq = c.n_state / 3 * 4; /* bytes of one sequence */
         for (int kn = 0; kn < 3 && y && y1 && s && s1; ++kn) {
             CHECK(case_run(&c, kernels[kn], 3, CASE_STATE_SEPARATE, y, s) == GDN_OK);
-            /* each sequence b alone (B=1, its own slice and initial state) gives its rows of the batch call */
-            for (int64_t b = 0; b < 3; ++b) {
-                gdn_case one;
-                if (!case_slice(&one, &c, b, 1, 0, cfg.T, c.state_in ? c.state_in + (size_t)b * c.n_state / 3 : NULL)) {
-                    CHECK(0, "allocation");
-                    continue;
-                }
-                CHECK(case_run(&one, kernels[kn], 1 + (int)b, CASE_STATE_SEPARATE, y1, s1) == GDN_OK);
-                CHECK(memcmp((char *)y + (size_t)b * y_seq, y1, y_seq) == 0, "%s: sequence %lld of B=3 != alone: %s",
-                      kernels[kn], (long long)b, case_describe(&cfg));
-                CHECK(memcmp((char *)s + (size_t)b * s_seq, s1, s_seq) == 0, "%s: state of sequence %lld of B=3 != alone: %s",
-                      kernels[kn], (long long)b, case_describe(&cfg));
-                case_free(&one);
-            }
+            check_sequences_alone(&c, kernels[kn], y, s, y1, s1);
         }
         CHECK(y && y1 && s && s1, "allocation");
         free(y);
@@ -136,20 +142,7 @@ TEST(invariance_decode_kernel) {
                   case_describe(&cfg));
             CHECK(memcmp(s_one, s_a, c.n_state * 4) == 0, "state of one call != two one-token calls: %s",
                   case_describe(&cfg));
-            const size_t y_seq = c.n_v / 3 * c.dsize, s_seq = c.n_state / 3 * 4;
-            for (int64_t b = 0; b < 3; ++b) {
-                gdn_case one;
-                if (!case_slice(&one, &c, b, 1, 0, cfg.T, c.state_in ? c.state_in + (size_t)b * c.n_state / 3 : NULL)) {
-                    CHECK(0, "allocation");
-                    continue;
-                }
-                CHECK(case_run(&one, kernel, 1, CASE_STATE_SEPARATE, y1, s1) == GDN_OK);
-                CHECK(memcmp((char *)y_one + (size_t)b * y_seq, y1, y_seq) == 0, "sequence %lld of B=3 != alone: %s",
-                      (long long)b, case_describe(&cfg));
-                CHECK(memcmp((char *)s_one + (size_t)b * s_seq, s1, s_seq) == 0, "state of sequence %lld != alone: %s",
-                      (long long)b, case_describe(&cfg));
-                case_free(&one);
-            }
+            check_sequences_alone(&c, kernel, y_one, s_one, y1, s1);
         } else {
             CHECK(y_one && y_parts && y1 && s_one && s_a && s1, "allocation");
         }
