@@ -73,19 +73,28 @@ fi
 
 # ---- profile: ncu on the kernels of gpu_compare.py --profile, per-instruction stall samples of rowsplit ----
 if [[ $MODE == profile ]]; then
+    # PROFILE=rowsplit|decode|all (default all): which kernels to profile
     t0=$(date +%s)
-    ncu --clock-control none --kernel-name regex:gdn_delta_rowsplit --launch-skip 1 --launch-count 1 --set full \
-        --import-source no -o /tmp/gdn_rs python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
-    ncu -i /tmp/gdn_rs.ncu-rep --page source --csv --print-source sass > "$OUT/rowsplit_source.csv" 2>&1
-    { ncu -i /tmp/gdn_rs.ncu-rep --page details; ncu -i /tmp/gdn_rs.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active"; } \
-        > "$OUT/rowsplit_details.txt" 2>&1
-    cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
-        > "$OUT/rowsplit_w4.sass" 2>&1
-    ncu --clock-control none --kernel-name regex:gdn_delta_decode --launch-skip 1 --launch-count 1 --set full \
-        python3 bench/gpu_compare.py --out /dev/null --profile > "$OUT/decode_details.txt" 2>&1
+    if [[ ${PROFILE:-all} != decode ]]; then
+        ncu --clock-control none --kernel-name regex:gdn_delta_rowsplit --launch-skip 1 --launch-count 1 --set full \
+            --import-source no -o /tmp/gdn_rs python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
+        ncu -i /tmp/gdn_rs.ncu-rep --page source --csv --print-source sass > "$OUT/rowsplit_source.csv" 2>&1
+        { ncu -i /tmp/gdn_rs.ncu-rep --page details; ncu -i /tmp/gdn_rs.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active"; } \
+            > "$OUT/rowsplit_details.txt" 2>&1
+        cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
+            > "$OUT/rowsplit_w4.sass" 2>&1
+    fi
+    if [[ ${PROFILE:-all} != rowsplit ]]; then
+        # the second decode launch: B=256, T=1, VK (bench/gpu_compare.py --profile)
+        ncu --clock-control none --kernel-name regex:gdn_delta_decode --launch-skip 1 --launch-count 1 --set full \
+            --import-source no -o /tmp/gdn_dec python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
+        ncu -i /tmp/gdn_dec.ncu-rep --page source --csv --print-source sass > "$OUT/decode_source.csv" 2>&1
+        { ncu -i /tmp/gdn_dec.ncu-rep --page details; ncu -i /tmp/gdn_dec.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active|dram__|lts__t_sectors"; } \
+            > "$OUT/decode_details.txt" 2>&1
+    fi
     echo "profile: $(( $(date +%s) - t0 )) s"
     grep -hE "gdn_delta|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|DRAM Throughput|Warp Cycles Per Issued" \
-        "$OUT/rowsplit_details.txt" "$OUT/decode_details.txt" | head -60
+        "$OUT"/*_details.txt | head -60
 fi
 
 # ---- benchmark ----

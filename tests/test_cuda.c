@@ -259,7 +259,8 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
     CHECK(gdn_delta(&a) == GDN_OK);
     if (dev_init(&d, &h)) {
         static const struct { const char *kernel; int variant; } runs_list[] = {
-            {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_packed", 0},
+            {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
+            {"cuda_decode", 232}, {"cuda_packed", 0},
             {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
             {"cuda_rowsplit", 16}};
         const int n_runs = (int)(sizeof runs_list / sizeof runs_list[0]);
@@ -373,6 +374,17 @@ TEST(cuda_kernels_bitwise_vs_ref) {
                              (gdn_state_layout)((i / 3) % 2), (i / 4) % 2, (i + i / 4) % 4, 0};
         const uint64_t seed = rng_u64(&r);
         if ((double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv > max_cost) continue;
+        filtered_case(&f, &c, seed, stream, &runs, &cases);
+    }
+    /* the streamed decode at every T it takes (1 .. 8), with enough items per block (variant 232: 8 blocks) to refill
+     * its gate table and wrap its ring; every Dk, gate kind, dtype, layout and state mode, masks */
+    static const int64_t sd_dk[] = {32, 64, 128, 256};
+    for (int i = 0; i < 16; ++i) {
+        const int64_t T = 1 + i % 8;
+        const cuda_case c = {3 + 20 * (i % 3), T, 2, 4, sd_dk[i % 4], 32 + 32 * ((i / 4) % 2), (gdn_dtype)(i % 3),
+                             (gdn_gate_kind)((i / 2) % 4), (gdn_beta_kind)(i % 2), (gdn_state_layout)((i / 8) % 2),
+                             (i / 3) % 2, (i + i / 5) % 4, 0};
+        const uint64_t seed = rng_u64(&r);
         filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
     /* generic only: Dk not a multiple of 32 (and up to 1024), odd Dv */

@@ -1,30 +1,34 @@
-/* cuda_decode: a few tokens (T <= 4) for many sequences, streamed through shared memory.
+/* cuda_decode: a few tokens (T <= 8) for many sequences, streamed through shared memory.
  *
  * Work item = (sequence b, value head h, 32 value columns j0 .. j0+31): its state piece (Dk x 32 floats) and its
- * tokens' q, k, v (32 columns), gate and beta. A persistent grid of blocks of 4 warps walks the items; each block
- * keeps STAGES items in flight through a ring of shared-memory stages filled with cp.async, so the state streams
- * from memory while earlier items are computed, and writes each item's new state straight from registers with
- * streaming stores.
+ * tokens' q, k, v (32 columns). A persistent grid of blocks of 4 warps walks the items; each block keeps STAGES
+ * items in flight through a ring of shared-memory stages filled with cp.async, so the state streams from memory
+ * while earlier items are computed, and writes each item's new state with streaming stores.
+ *
+ * Gates, betas and mask bits come from a table that the block fills for up to 128 (item, token) pairs at once, one
+ * pair per thread, before it waits for the copies: the double-precision gate math runs once per pair and overlaps
+ * the state's transfer instead of running in every warp after it.
  *
  * Computing an item: warp w takes the columns j0 + 8w .. j0 + 8w + 7; lane l is the contract's lane l and holds
- * S[l*C .. l*C + C-1][j] of its 8 columns (C = Dk/32), so each token is gdn_warp_token_step: the contract's
- * fmaf partials and the shuffle butterfly, bit for bit ref's.
+ * S[l*C .. l*C + C-1][j] of its 8 columns (C = Dk/32). Per token: the 8 columns' fmaf partials, the butterfly run
+ * transposed (gdn_dec_tree8: the same additions, a third of the shuffles), delta of the lane's column, broadcast,
+ * update, readout.
  *
  * Stage layout: the state as it lies in memory (VK: 32 columns of Dk keys, contiguous; KV: Dk rows of 32 columns,
  * the 16-byte pieces of row i XOR-swizzled by (i / C) mod 8 so the 8 lanes of a load phase hit different banks),
- * then q and k rows [T][Dk], v [T][32] (input dtype), the vector gate rows [T][Dk], and the scalars: raw gate and
- * beta per token, A_log and dt_bias of the head. */
+ * then q and k rows [T][Dk], v [T][32] (input dtype), the vector gate rows [T][Dk]. After the ring: the table. */
 #include "gdn_cuda.cuh"
 
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */
 #define GDN_DEC_NCOL 8
 #define GDN_DEC_STAGES 3 /* default ring depth; 2 .. 4 on request (bench variants) */
-#define GDN_DEC_TMAX 4
+#define GDN_DEC_TMAX 8
+#define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
 
 struct gdn_dec_smem {
-    int st, q, k, v, gv, sc; /* byte offsets within a stage */
-    int stage;               /* bytes per stage */
+    int st, q, k, v, gv; /* byte offsets within a stage */
+    int stage;           /* bytes per stage */
 };
 
 static __host__ __device__ __forceinline__ int gdn_dec_al16(int x) { return (x + 15) & ~15; }
@@ -37,15 +41,27 @@ static __host__ __device__ __forceinline__ gdn_dec_smem gdn_dec_layout(int Dk, i
     m.k = o; o = gdn_dec_al16(o + T * Dk * ds);
     m.v = o; o = gdn_dec_al16(o + T * GDN_DEC_COLS * ds);
     m.gv = o; o = gdn_dec_al16(o + (vec ? T * Dk * 4 : 0));
-    m.sc = o; o = gdn_dec_al16(o + (2 * T + 2) * 4);
     m.stage = o;
     return m;
 }
 
-__device__ __forceinline__ void gdn_dec_cp4(unsigned char *dst, const void *src) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group. 32-bit divisions: the launcher
+ * keeps every item index below 2^31. */
+struct gdn_dec_item {
+    int64_t bh, b, h, hk, j0;
+};
+
+__device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, unsigned u) {
+    const unsigned col_items = (unsigned)(a.Dv / GDN_DEC_COLS), Hv = (unsigned)a.Hv;
+    const unsigned bh = u / col_items, b = bh / Hv, h = bh - b * Hv;
+    gdn_dec_item I;
+    I.bh = bh; I.b = b; I.h = h; I.hk = h / (unsigned)a.group; I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
+    return I;
 }
+
+/* KV stage: byte offset of the 16-byte piece c (columns 4c .. 4c+3) of key row i, swizzled by (i / C) mod 8. */
+template <int C>
+__device__ __forceinline__ int gdn_dec_kv_piece(int i, int c) { return i * 128 + ((c ^ ((i / C) & 7)) << 4); }
 
 /* Element e of a shared-memory row of dtype DT, as f32 (exact). */
 template <int DT>
@@ -55,29 +71,90 @@ __device__ __forceinline__ float gdn_dec_ld(const unsigned char *row, int e) {
     return DT == GDN_BF16 ? gdn__bf16_to_f32(x) : gdn__f16_to_f32(x);
 }
 
+/* Elements lane*C .. lane*C + C-1 of a shared-memory row of dtype DT, as f32, in one or two vector loads. */
+template <int DT, int C>
+__device__ __forceinline__ void gdn_dec_chunk(float (&x)[C], const unsigned char *row, int lane) {
+    constexpr int BYTES = C * (DT == GDN_F32 ? 4 : 2), WORDS = BYTES < 4 ? 1 : BYTES / 4;
+    const unsigned char *p = row + lane * BYTES;
+    uint32_t w[WORDS];
+    if constexpr (BYTES % 16 == 0) {
+#pragma unroll
+        for (int i = 0; i < BYTES / 16; ++i) {
+            const uint4 u = ((const uint4 *)p)[i];
+            w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+        }
+    } else if constexpr (BYTES == 8) {
+        const uint2 u = *(const uint2 *)p;
+        w[0] = u.x; w[1] = u.y;
+    } else if constexpr (BYTES == 4) {
+        w[0] = *(const uint32_t *)p;
+    } else {
+        w[0] = *(const uint16_t *)p;
+    }
+#pragma unroll
+    for (int e = 0; e < C; ++e) {
+        if (DT == GDN_F32) {
+            x[e] = gdn__bits_f32(w[e]);
+        } else {
+            const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+            x[e] = DT == GDN_BF16 ? gdn__bf16_to_f32(h) : gdn__f16_to_f32(h);
+        }
+    }
+}
+
+/* The contract's butterfly over the warp for 8 columns' lane partials p[0..7], run transposed: at level m = 1, 2, 4
+ * a lane keeps half of its columns and gives the other half to lane l xor m, adding the partner's values of the
+ * columns it keeps (p_l + p_(l xor m), exactly the butterfly's addition); levels 8 and 16 are the plain butterfly.
+ * 9 shuffles instead of 40. Returns the tree of column gdn_dec_col(lane); every lane with the same l mod 8 holds it. */
+__device__ __forceinline__ int gdn_dec_col(int lane) { return 4 * (lane & 1) + 2 * ((lane >> 1) & 1) + ((lane >> 2) & 1); }
+
+/* NT such trees at once, level by level (their shuffles in flight together): r[x] = the tree of p[x]. */
+template <int NT>
+__device__ __forceinline__ void gdn_dec_tree8(const float (&p)[NT][GDN_DEC_NCOL], float (&r)[NT], int lane) {
+    const bool o1 = lane & 1, o2 = lane & 2, o4 = lane & 4;
+    float a[NT][4], b[NT][2];
+#pragma unroll
+    for (int x = 0; x < NT; ++x)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) /* a[c]: column 4 o1 + c */
+            a[x][c] = __fadd_rn(o1 ? p[x][c + 4] : p[x][c], __shfl_xor_sync(GDN_FULL_MASK, o1 ? p[x][c] : p[x][c + 4], 1));
+#pragma unroll
+    for (int x = 0; x < NT; ++x)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) /* b[c]: column 4 o1 + 2 o2 + c */
+            b[x][c] = __fadd_rn(o2 ? a[x][c + 2] : a[x][c], __shfl_xor_sync(GDN_FULL_MASK, o2 ? a[x][c] : a[x][c + 2], 2));
+#pragma unroll
+    for (int x = 0; x < NT; ++x) r[x] = __fadd_rn(o4 ? b[x][1] : b[x][0], __shfl_xor_sync(GDN_FULL_MASK, o4 ? b[x][0] : b[x][1], 4));
+#pragma unroll
+    for (int m = 8; m < 32; m <<= 1)
+#pragma unroll
+        for (int x = 0; x < NT; ++x) r[x] = __fadd_rn(r[x], __shfl_xor_sync(GDN_FULL_MASK, r[x], m));
+}
+
 template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
+    gdn_grid_dependency_wait();
     const int T = (int)a.T, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const gdn_dec_smem m = gdn_dec_layout(DK, T, DS, VEC);
-    const int64_t col_items = a.Dv / GDN_DEC_COLS;
+    float *tab_g = (float *)(sm + stages * m.stage), *tab_beta = tab_g + GDN_DEC_TAB;
+    int *tab_live = (int *)(tab_beta + GDN_DEC_TAB);
+    const int per_tab = GDN_DEC_TAB / T; /* items per filling of the table */
 
-    /* copies of item `it` into stage `sg` (this thread's share; committed by the caller) */
-    auto issue = [&](int64_t it, int sg) {
+    /* copies of item I into stage `sg` (this thread's share; committed by the caller) */
+    auto issue = [&](const gdn_dec_item &I, int sg) {
         unsigned char *st = sm + sg * m.stage;
-        const int64_t bh = it / col_items, j0 = it % col_items * GDN_DEC_COLS, b = bh / a.Hv, h = bh % a.Hv;
-        const int64_t hk = h / a.group;
         if (a.state_in) {
             /* 16-byte pieces: VK piece p = column p / (DK/4), keys 4 (p mod DK/4) ..; KV piece p = row p / 8,
              * columns 4 (p mod 8) .., stored at piece (p mod 8) xor ((row / C) mod 8) of the row */
-            const float *src = a.state_in + bh * DK * a.Dv;
+            const float *src = a.state_in + I.bh * DK * a.Dv;
             for (int p = threadIdx.x; p < DK * GDN_DEC_COLS / 4; p += NT) {
                 if (KV) {
                     const int i = p >> 3, c = p & 7;
-                    gdn_cp16(st + m.st + i * 128 + ((c ^ ((i / C) & 7)) << 4), src + i * a.Dv + j0 + 4 * c);
+                    gdn_cp16(st + m.st + gdn_dec_kv_piece<C>(i, c), src + i * a.Dv + I.j0 + 4 * c);
                 } else {
-                    gdn_cp16(st + m.st + p * 16, src + j0 * DK + 4 * p);
+                    gdn_cp16(st + m.st + p * 16, src + I.j0 * DK + 4 * p);
                 }
             }
         }
@@ -85,54 +162,53 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         constexpr int QP = DK * DS / 16, VP = GDN_DEC_COLS * DS / 16;
         for (int p = threadIdx.x; p < T * (2 * QP + VP); p += NT) {
             const int t = p / (2 * QP + VP), r = p % (2 * QP + VP);
-            const int64_t bt = b * a.T + t;
+            const int64_t bt = I.b * a.T + t;
             if (r < 2 * QP) {
                 const int w = r / QP, c = r % QP;
-                const unsigned char *src = (const unsigned char *)(w ? a.k : a.q) + ((bt * a.Hk + hk) * DK) * DS + c * 16;
+                const unsigned char *src = (const unsigned char *)(w ? a.k : a.q) + ((bt * a.Hk + I.hk) * DK) * DS + c * 16;
                 gdn_cp16(st + (w ? m.k : m.q) + t * DK * DS + c * 16, src);
             } else {
                 const int c = r - 2 * QP;
                 gdn_cp16(st + m.v + t * GDN_DEC_COLS * DS + c * 16,
-                             (const unsigned char *)a.v + ((bt * a.Hv + h) * a.Dv + j0) * DS + c * 16);
+                         (const unsigned char *)a.v + ((bt * a.Hv + I.h) * a.Dv + I.j0) * DS + c * 16);
             }
         }
         if (VEC)
             for (int p = threadIdx.x; p < T * DK / 4; p += NT) {
                 const int t = p / (DK / 4), c = p % (DK / 4);
-                gdn_cp16(st + m.gv + t * DK * 4 + c * 16, a.gate + ((b * a.T + t) * a.Hv + h) * DK + 4 * c);
+                gdn_cp16(st + m.gv + t * DK * 4 + c * 16, a.gate + ((I.b * a.T + t) * a.Hv + I.h) * DK + 4 * c);
             }
-        /* scalars: thread t < T the raw gate and beta of token t; threads T, T+1 the head's A_log, dt_bias */
-        const int x = threadIdx.x;
-        if (x < T) {
-            const int64_t gi = (b * a.T + x) * a.Hv + h;
-            if (!VEC) gdn_dec_cp4(st + m.sc + 8 * x, a.gate + gi);
-            gdn_dec_cp4(st + m.sc + 8 * x + 4, a.beta + gi);
-        } else if (x < T + 2 && a.gate_kind == GDN_GATE_RAW) {
-            gdn_dec_cp4(st + m.sc + 8 * T + 4 * (x - T), (x == T ? a.A_log : a.dt_bias) + h);
-        }
     };
 
-    /* item `it` from stage `sg`: the state into registers, the tokens, the new state out */
-    auto compute = [&](int64_t it, int sg) {
+    /* the table for this block's items n0 .. n0 + per_tab - 1: entry (n - n0) T + t = token t of item n */
+    auto fill_table = [&](int n0, int mine) {
+        const int x = threadIdx.x, n = n0 + x / T;
+        if (x >= per_tab * T || n >= mine) return;
+        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
+        const int64_t bt = I.b * a.T + x % T, gi = bt * a.Hv + I.h;
+        tab_live[x] = a.mask == NULL || a.mask[bt] != 0;
+        tab_g[x] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
+        tab_beta[x] = gdn_beta_of(a, __ldg(a.beta + gi));
+    };
+
+    /* item I from stage `sg` (its tokens at table entries e0 ..): the state into registers, the tokens, the new
+     * state out */
+    auto compute = [&](const gdn_dec_item &I, int sg, int e0) {
         const unsigned char *st = sm + sg * m.stage;
-        const int64_t bh = it / col_items, j0 = it % col_items * GDN_DEC_COLS, b = bh / a.Hv, h = bh % a.Hv;
         const int jw = GDN_DEC_NCOL * warp; /* the warp's first column within the item */
+        const int col = gdn_dec_col(lane);  /* the column whose trees end in this lane */
         float s[GDN_DEC_NCOL][C];
-        bool ok[C];
-#pragma unroll
-        for (int e = 0; e < C; ++e) ok[e] = true;
         if (!a.state_in) {
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n)
 #pragma unroll
                 for (int e = 0; e < C; ++e) s[n][e] = 0.0f;
         } else if (KV) {
-            /* row lane*C + e: pieces 2w and 2w + 1 of the row (the warp's 8 columns), unswizzled by lane mod 8 */
+            /* row lane*C + e: pieces 2w and 2w + 1 of the row (the warp's 8 columns) */
 #pragma unroll
             for (int e = 0; e < C; ++e) {
-                const unsigned char *row = st + m.st + (lane * C + e) * 128;
-                const float4 lo = *(const float4 *)(row + (((2 * warp) ^ (lane & 7)) << 4));
-                const float4 hi = *(const float4 *)(row + (((2 * warp + 1) ^ (lane & 7)) << 4));
+                const float4 lo = *(const float4 *)(st + m.st + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp));
+                const float4 hi = *(const float4 *)(st + m.st + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp + 1));
                 s[0][e] = lo.x; s[1][e] = lo.y; s[2][e] = lo.z; s[3][e] = lo.w;
                 s[4][e] = hi.x; s[5][e] = hi.y; s[6][e] = hi.z; s[7][e] = hi.w;
             }
@@ -140,59 +216,74 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             /* column jw + n: keys lane*C .. lane*C + C-1, contiguous */
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-                const float *col = (const float *)(st + m.st) + (jw + n) * DK + lane * C;
-                if (C % 4 == 0) {
+                float x[C];
+                gdn_dec_chunk<GDN_F32, C>(x, st + m.st + (jw + n) * DK * 4, lane);
 #pragma unroll
-                    for (int e = 0; e < C; e += 4) {
-                        const float4 f = *(const float4 *)(col + e);
-                        s[n][e] = f.x; s[n][e + 1] = f.y; s[n][e + 2] = f.z; s[n][e + 3] = f.w;
-                    }
-                } else {
-#pragma unroll
-                    for (int e = 0; e < C; ++e) s[n][e] = col[e];
-                }
+                for (int e = 0; e < C; ++e) s[n][e] = x[e];
             }
         }
-        const float *sc = (const float *)(st + m.sc);
-        for (int t = 0; t < T; ++t) {
-            const int64_t bt = b * a.T + t;
-            float y = 0.0f;
-            if (a.mask == NULL || a.mask[bt] != 0) {
-                float k[C], q[C], gv[VEC ? C : 1], v[GDN_DEC_NCOL];
+        /* Token t's kv tree runs beside token t-1's readout tree (o: its partials), so the readout is off the
+         * chain from one token's update to the next's kv. */
+        float o[GDN_DEC_NCOL];
+        bool prev_live = false;
+#pragma unroll
+        for (int n = 0; n < GDN_DEC_NCOL; ++n) o[n] = 0.0f;
+        const int64_t y_row = (I.b * a.T * a.Hv + I.h) * a.Dv + I.j0 + jw + col; /* y[b, 0, h, column]; + t Hv Dv */
+        for (int t = 0; t <= T; ++t) {
+            const bool live = t < T && tab_live[e0 + t];
+            float k[C], q[C], gv[C], kg[C], pp[2][GDN_DEC_NCOL], r[2];
+            if (live) {
+                gdn_dec_chunk<DT, C>(k, st + m.k + t * DK * DS, lane);
+                gdn_dec_chunk<DT, C>(q, st + m.q + t * DK * DS, lane);
+                if (VEC) gdn_dec_chunk<GDN_F32, C>(gv, st + m.gv + t * DK * 4, lane);
+#pragma unroll
+                for (int e = 0; e < C; ++e) kg[e] = VEC ? __fmul_rn(gv[e], k[e]) : k[e];
+            }
+            /* kv partials of each column: fmaf ascending from +0 (zeros where the token is masked or past the end) */
+#pragma unroll
+            for (int n = 0; n < GDN_DEC_NCOL; ++n) {
+                pp[0][n] = 0.0f;
+                if (live)
+#pragma unroll
+                    for (int e = 0; e < C; ++e) pp[0][n] = __fmaf_rn(s[n][e], kg[e], pp[0][n]);
+                pp[1][n] = o[n];
+            }
+            gdn_dec_tree8<2>(pp, r, lane);
+            if (t > 0 && lane < GDN_DEC_NCOL)
+                gdn_st(a.y, DT, y_row + (t - 1) * a.Hv * a.Dv, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
+            prev_live = live;
+            if (!live) continue;
+            /* d = (v - g kv) beta of the lane's column (vector gate: (v - kv) beta), then every column's d */
+            const float g = tab_g[e0 + t], beta = tab_beta[e0 + t];
+            const float v = gdn_dec_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
+            const float d_col = VEC ? __fmul_rn(__fsub_rn(v, r[0]), beta) : __fmul_rn(__fsub_rn(v, __fmul_rn(g, r[0])), beta);
+#pragma unroll
+            for (int n = 0; n < GDN_DEC_NCOL; ++n) {
+                const float d = __shfl_sync(GDN_FULL_MASK, d_col, ((n >> 2) & 1) | (((n >> 1) & 1) << 1) | ((n & 1) << 2));
+                o[n] = 0.0f;
 #pragma unroll
                 for (int e = 0; e < C; ++e) {
-                    k[e] = gdn_dec_ld<DT>(st + m.k + t * DK * DS, lane * C + e);
-                    q[e] = gdn_dec_ld<DT>(st + m.q + t * DK * DS, lane * C + e);
-                    if (VEC) gv[e] = ((const float *)(st + m.gv + t * DK * 4))[lane * C + e];
+                    s[n][e] = __fmaf_rn(VEC ? gv[e] : g, s[n][e], __fmul_rn(k[e], d));
+                    o[n] = __fmaf_rn(s[n][e], q[e], o[n]);
                 }
-#pragma unroll
-                for (int n = 0; n < GDN_DEC_NCOL; ++n) v[n] = gdn_dec_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + n);
-                const float x = sc[2 * t];
-                const float g = VEC ? 0.0f
-                              : a.gate_kind == GDN_GATE_LOG_DECAY ? gdn_expf(x)
-                              : a.gate_kind == GDN_GATE_RAW      ? gdn_raw_gate(x, sc[2 * T], sc[2 * T + 1])
-                                                                 : x;
-                const float beta = gdn_beta_of(a, sc[2 * t + 1]);
-                y = __fmul_rn(gdn_warp_token_step<C, GDN_DEC_NCOL, VEC>(s, k, q, gv, v, g, beta, ok, lane), a.scale);
             }
-            if (lane < GDN_DEC_NCOL) gdn_st(a.y, a.dtype, (bt * a.Hv + h) * a.Dv + j0 + jw + lane, y);
         }
         if (!a.state_out) return;
         if (KV) {
             /* back into the stage where they came from; the block writes the rows out after a barrier */
 #pragma unroll
             for (int e = 0; e < C; ++e) {
-                unsigned char *row = sm + sg * m.stage + m.st + (lane * C + e) * 128;
-                *(float4 *)(row + (((2 * warp) ^ (lane & 7)) << 4)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
-                *(float4 *)(row + (((2 * warp + 1) ^ (lane & 7)) << 4)) = make_float4(s[4][e], s[5][e], s[6][e], s[7][e]);
+                unsigned char *tile = sm + sg * m.stage + m.st;
+                *(float4 *)(tile + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
+                *(float4 *)(tile + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp + 1)) = make_float4(s[4][e], s[5][e], s[6][e], s[7][e]);
             }
             return;
         }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
-        float *out = a.state_out + bh * DK * a.Dv;
+        float *out = a.state_out + I.bh * DK * a.Dv;
 #pragma unroll
         for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-            float *p = out + (j0 + jw + n) * DK + lane * C;
+            float *p = out + (I.j0 + jw + n) * DK + lane * C;
             if (C % 4 == 0) {
 #pragma unroll
                 for (int e = 0; e < C; e += 4) __stcs((float4 *)(p + e), make_float4(s[n][e], s[n][e + 1], s[n][e + 2], s[n][e + 3]));
@@ -203,51 +294,57 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         }
     };
 
-    /* KV: item `it`'s new state from stage `sg` to state_out, whole 128-byte row pieces */
-    auto write_rows = [&](int64_t it, int sg) {
+    /* KV: item I's new state from stage `sg` to state_out, whole 128-byte row pieces */
+    auto write_rows = [&](const gdn_dec_item &I, int sg) {
         const unsigned char *st = sm + sg * m.stage + m.st;
-        const int64_t bh = it / col_items, j0 = it % col_items * GDN_DEC_COLS;
-        float *out = a.state_out + bh * DK * a.Dv + j0;
+        float *out = a.state_out + I.bh * DK * a.Dv + I.j0;
         for (int p = threadIdx.x; p < DK * 8; p += NT) {
             const int i = p >> 3, c = p & 7;
-            __stcs((float4 *)(out + i * a.Dv + 4 * c), *(const float4 *)(st + i * 128 + ((c ^ ((i / C) & 7)) << 4)));
+            __stcs((float4 *)(out + i * a.Dv + 4 * c), *(const float4 *)(st + gdn_dec_kv_piece<C>(i, c)));
         }
     };
 
     /* the ring of `stages` (2 .. 4) stages: items blockIdx.x, blockIdx.x + gridDim.x, ...; item n lives in stage
-     * n mod stages */
-    const int64_t mine = (items - blockIdx.x + gridDim.x - 1) / gridDim.x;
+     * n mod stages (32-bit counts: items < 2^31) */
+    const int mine = (int)(((unsigned)items - blockIdx.x + gridDim.x - 1) / gridDim.x);
 #pragma unroll 1
     for (int n = 0; n < stages - 1; ++n) {
-        if (n < mine) issue(blockIdx.x + n * (int64_t)gridDim.x, n);
+        if (n < mine) issue(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), n);
         gdn_cp_commit();
     }
+    int sg = 0, ahead_sg = stages - 1, e0 = 0;
 #pragma unroll 1
-    for (int64_t n = 0; n < mine; ++n) {
-        const int64_t ahead = n + stages - 1, it = blockIdx.x + n * gridDim.x;
-        const int sg = (int)(n % stages);
-        if (ahead < mine) issue(blockIdx.x + ahead * gridDim.x, (int)(ahead % stages));
+    for (int n = 0; n < mine; ++n) {
+        const int ahead = n + stages - 1;
+        if (ahead < mine) issue(gdn_dec_item_of(a, blockIdx.x + ahead * gridDim.x), ahead_sg);
         gdn_cp_commit();
+        /* the table's next items (the previous ones are no longer read: barrier at the end of the last item) */
+        if (e0 == 0) fill_table(n, mine);
         /* all but the newest stages - 1 groups complete: item n's copies are in */
         if (stages == 2) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         else if (stages == 3) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
         else asm volatile("cp.async.wait_group 3;\n" ::: "memory");
-        __syncthreads(); /* item n's copies, from every thread, have landed */
-        compute(it, sg);
+        __syncthreads(); /* item n's copies, from every thread, have landed; the table is written */
+        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
+        compute(I, sg, e0);
         __syncthreads(); /* stage sg is free for item n + stages (KV: holds item n's new state) */
         if (KV && a.state_out) {
-            write_rows(it, sg);
+            write_rows(I, sg);
             __syncthreads();
         }
+        sg = sg + 1 == stages ? 0 : sg + 1;
+        ahead_sg = ahead_sg + 1 == stages ? 0 : ahead_sg + 1;
+        e0 = e0 + T == per_tab * T ? 0 : e0 + T;
     }
 }
 
-/* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs. */
+/* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs, at most max_blocks
+ * (0: no cap). */
 template <int DT, bool VEC, int C, bool KV>
-static gdn_status gdn_launch_decode(const gdn__problem *p, int stages) {
+static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     if (stages == 0) stages = GDN_DEC_STAGES;
-    const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage;
+    const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4;
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
@@ -265,39 +362,39 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages) {
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return GDN_ERR_DEVICE;
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
-    const int64_t grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
-    gdn_delta_decode_kernel<DT, VEC, C, KV>
-        <<<(unsigned)grid, GDN_DEC_WARPS * 32, bytes, (cudaStream_t)p->a.cuda_stream>>>(a, items, stages);
-    return gdn_launch_status();
+    int64_t grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
+    if (max_blocks > 0 && grid > max_blocks) grid = max_blocks;
+    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, GDN_DEC_WARPS * 32, bytes,
+                          p->a.cuda_stream, a, items, stages);
 }
 
 template <int DT, bool VEC, bool KV>
-static gdn_status gdn_decode_dk(const gdn__problem *p, int stages) {
+static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks) {
     switch (p->a.Dk) {
-    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages);
-    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages);
-    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages);
-    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages);
+    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks);
+    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks);
+    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks);
+    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks);
     }
 }
 
 template <int DT, bool VEC>
-static gdn_status gdn_decode_layout(const gdn__problem *p, int stages) {
-    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages) : gdn_decode_dk<DT, VEC, false>(p, stages);
+static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks) {
+    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks);
 }
 
 template <bool VEC>
-static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages) {
+static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks) {
     switch (p->a.dtype) {
-    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages);
-    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages);
-    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages);
+    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks);
+    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks);
+    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks);
     }
 }
 
 extern "C" {
 
-/* T <= 4, Dk in {32, 64, 128, 256}, Dv % 32 == 0 (whole items), every tensor that is copied 16-byte aligned. */
+/* T <= 8, Dk in {32, 64, 128, 256}, Dv % 32 == 0 (whole items), every tensor that is copied 16-byte aligned. */
 int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
@@ -306,10 +403,13 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
            a->B * a->Hv * (a->Dv / GDN_DEC_COLS) <= 0x7fffffffLL;
 }
 
-/* stages: the ring's depth, 2 .. 4, or 0 for the default */
-gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages) {
-    if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4) return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages) : gdn_decode_dtype<false>(p, stages);
+/* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
+ * one so that every block walks many items) */
+gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks) {
+    if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
+        return GDN_ERR_INELIGIBLE;
+    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks)
+                                             : gdn_decode_dtype<false>(p, stages, max_blocks);
 }
 
 } /* extern "C" */

@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     constexpr int NSC = (3 * 64 + NT - 1) / NT; /* scalar inputs (gate, beta, mask) per thread per chunk of <= 64 */
     static_assert(E % 4 == 0, "a lane's rows come in float4s");
     extern __shared__ __align__(16) unsigned char sm[];
+    gdn_grid_dependency_wait();
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r = lane / N, slot = lane % N;
@@ -338,8 +339,7 @@ static gdn_status gdn_launch_packed(const gdn__problem *p) {
         return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB);
     if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
-    gdn_delta_packed_kernel<L, P, C, VEC, W><<<(unsigned)blocks, W * 32, bytes, (cudaStream_t)p->a.cuda_stream>>>(a, tc);
-    return gdn_launch_status();
+    return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
 }
 
 /* The variants built, by id: (lanes per column L, columns per lane P, warps per block W) for Dk = 32 C. */

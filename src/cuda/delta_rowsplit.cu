@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     constexpr int NT = W * 32, DK = 32 * C, R = DK / W, N = 32 / W;
     static_assert(W % 4 == 0 && R % 4 == 0 && R == N * C, "R rows per thread, N contract lanes of C keys");
     extern __shared__ __align__(16) unsigned char sm[];
+    gdn_grid_dependency_wait();
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = warp * R;
     const int64_t col_blocks = a.Dv / 32;
@@ -338,8 +339,7 @@ static gdn_status gdn_launch_rowsplit(const gdn__problem *p) {
         return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * (a.Dv / 32);
     if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
-    gdn_delta_rowsplit_kernel<C, W, VEC><<<(unsigned)blocks, W * 32, bytes, (cudaStream_t)p->a.cuda_stream>>>(a, tc);
-    return gdn_launch_status();
+    return gdn_launch_pdl(gdn_delta_rowsplit_kernel<C, W, VEC>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
 }
 
 /* The variants built, by warps per block W (rows per thread R = Dk/W); 0 = the routed one. Dk = 128, measured on

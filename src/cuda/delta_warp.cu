@@ -75,6 +75,7 @@ __device__ __forceinline__ void gdn_warp_load_token(gdn_warp_token<CM, NCOL, VEC
  * in flight */
 template <int DT, bool VEC, int CM, int NCOL, bool EXACT>
 __global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 5 : 1) gdn_delta_warp_kernel(gdn_dev_args a) {
+    gdn_grid_dependency_wait();
     /* grid: x = b * Hv + h, y = blocks of 4 column groups (32-bit index math) */
     const int lane = threadIdx.x & 31;
     const unsigned bh32 = blockIdx.x, b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
@@ -181,8 +182,7 @@ static gdn_status gdn_launch_warp(const gdn__problem *p) {
     const int64_t groups = (a.Dv + NCOL - 1) / NCOL, col_blocks = (groups + GDN_WARP_BLOCK / 32 - 1) / (GDN_WARP_BLOCK / 32);
     if (a.B * a.Hv > 0x7fffffffLL || col_blocks > 65535) return GDN_ERR_BAD_SIZE;
     const dim3 grid((unsigned)(a.B * a.Hv), (unsigned)col_blocks);
-    gdn_delta_warp_kernel<DT, VEC, CM, NCOL, EXACT><<<grid, GDN_WARP_BLOCK, 0, (cudaStream_t)p->a.cuda_stream>>>(a);
-    return gdn_launch_status();
+    return gdn_launch_pdl(gdn_delta_warp_kernel<DT, VEC, CM, NCOL, EXACT>, grid, GDN_WARP_BLOCK, 0, p->a.cuda_stream, a);
 }
 
 template <int DT, bool VEC>
@@ -237,7 +237,12 @@ static int gdn_decode_shape_ok(const gdn__problem *p) {
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned;
 }
 
-int gdn__cuda_decode_eligible(const gdn__problem *p) { return gdn_decode_shape_ok(p) && p->a.T <= GDN_DECODE_TMAX; }
+/* T <= 4; VK windows up to 8 tokens where the streamed kernel takes them (at B=1, T=7 on the H200 it beats rowsplit
+ * in VK, 6.3 vs 9.0 us, and loses in KV, 6.4 vs 5.9 us: docs/GPU_NOTES.md). */
+int gdn__cuda_decode_eligible(const gdn__problem *p) {
+    if (p->a.T <= GDN_DECODE_TMAX) return gdn_decode_shape_ok(p);
+    return p->a.state_layout == GDN_STATE_VK && gdn__cuda_decode_stream_eligible(p);
+}
 
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_generic_dt<true>(p) : gdn_generic_dt<false>(p);
@@ -245,15 +250,16 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
 
 /* The streamed kernel (delta_decode.cu) where it applies, else warps of 8 columns. */
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
-    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0);
+    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0);
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 8) : gdn_decode_dt<false>(p, 8);
 }
 
 /* ncol 4 or 8: this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
- * ring of 2 .. 4 stages). */
+ * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
-    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0);
-    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100);
+    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0);
+    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0);
+    if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8);
     if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, ncol) : gdn_decode_dt<false>(p, ncol);
 }

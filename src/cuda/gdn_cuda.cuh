@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gdn_internal.h"
 
@@ -173,9 +174,41 @@ __device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, 
     *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
 }
 
-/* After a launch: GDN_OK, or GDN_ERR_DEVICE when the launch failed. */
-static inline gdn_status gdn_launch_status(void) {
-    return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+/* Programmatic dependent launch (PDL). A kernel launched with gdn_launch_pdl may be scheduled while the kernel
+ * before it on the stream is still running; it must begin with gdn_grid_dependency_wait(), which blocks until that
+ * kernel has completed and its memory is visible, and then lets the next kernel be scheduled in turn. Only the launch
+ * latency overlaps; no input is read early. GDN_CUDA_PDL=0 (read once) launches plainly. */
+static inline int gdn_cuda_pdl_enabled(void) {
+    static int on = -1; /* -1: not read yet */
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("GDN_CUDA_PDL");
+        v = !(e && e[0] == '0' && e[1] == 0);
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+template <typename... Params, typename... Args>
+static inline gdn_status gdn_launch_pdl(void (*kernel)(Params...), dim3 grid, unsigned block, int smem_bytes,
+                                        void *stream, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = (size_t)smem_bytes;
+    cfg.stream = (cudaStream_t)stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = gdn_cuda_pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
+/* The first statement of a kernel launched with gdn_launch_pdl (a no-op under a plain launch). */
+__device__ __forceinline__ void gdn_grid_dependency_wait(void) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
