@@ -138,6 +138,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer variants and shapes")
     ap.add_argument("--profile", action="store_true", help="one plain call of a few kernels (run under ncu)")
     ap.add_argument("--ours-only", action="store_true", help="libgdn's kernels only (no FLA)")
+    ap.add_argument("--decode-only", action="store_true", help="the decode shapes and T=7 only")
     opt = ap.parse_args()
 
     lib = gdn.load()
@@ -170,6 +171,8 @@ def main():
     shapes = [("prefill", 1, T) for T in (1, 7, 64, 257, 2048, 8192)] + [("decode", B, 1) for B in (1, 8, 64, 256)]
     if opt.quick:
         shapes = [("prefill", 1, T) for T in (7, 2048)] + [("decode", B, 1) for B in (1, 256)]
+    if opt.decode_only:
+        shapes = [("prefill", 1, 7)] + [("decode", B, 1) for B in (1, 8, 64, 256)]
     results, checks = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
@@ -201,7 +204,7 @@ def main():
         variants = [("routed", None, 0)]
         variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
         variants += [("cuda_packed/v0", "cuda_packed", 0)]
-        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8, 32, 102, 104)] if T <= 7 else []
+        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (4, 8, 32, 102, 104, 332, 432)] if T <= 7 else []
         variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 else []
         ours_kv = ours_vk = None
         for layout, lname in ((gdn.STATE_KV, "kv"), (gdn.STATE_VK, "vk")):

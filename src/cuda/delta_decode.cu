@@ -25,6 +25,7 @@
 #define GDN_DEC_STAGES 3 /* default ring depth; 2 .. 4 on request (bench variants) */
 #define GDN_DEC_TMAX 8
 #define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
+#define GDN_DEC_BULK_ITEMS 4             /* VK: bulk copies from this many items per block */
 
 struct gdn_dec_smem {
     int st, q, k, v, gv; /* byte offsets within a stage */
@@ -62,6 +63,34 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, u
 /* KV stage: byte offset of the 16-byte piece c (columns 4c .. 4c+3) of key row i, swizzled by (i / C) mod 8. */
 template <int C>
 __device__ __forceinline__ int gdn_dec_kv_piece(int i, int c) { return i * 128 + ((c ^ ((i / C) & 7)) << 4); }
+
+/* Bulk (TMA) copies into shared memory that complete on an mbarrier: the barrier of a stage expects the bytes of
+ * one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
+__device__ __forceinline__ unsigned gdn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void gdn_mbar_init(uint64_t *bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(gdn_smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void gdn_mbar_expect(uint64_t *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(gdn_smem_addr(bar)), "r"(parity)
+                     : "memory");
+}
+
+/* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing on bar */
+__device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(gdn_smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(gdn_smem_addr(bar))
+                 : "memory");
+}
 
 /* Element e of a shared-memory row of dtype DT, as f32 (exact). */
 template <int DT>
@@ -132,7 +161,7 @@ __device__ __forceinline__ void gdn_dec_tree8(const float (&p)[NT][GDN_DEC_NCOL]
 }
 
 template <int DT, bool VEC, int C, bool KV>
-__global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages) {
+__global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int bulk) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
     gdn_grid_dependency_wait();
@@ -140,10 +169,53 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     const gdn_dec_smem m = gdn_dec_layout(DK, T, DS, VEC);
     float *tab_g = (float *)(sm + stages * m.stage), *tab_beta = tab_g + GDN_DEC_TAB;
     int *tab_live = (int *)(tab_beta + GDN_DEC_TAB);
+    uint64_t *bars = (uint64_t *)(tab_live + GDN_DEC_TAB); /* VK: one mbarrier per stage */
     const int per_tab = GDN_DEC_TAB / T; /* items per filling of the table */
+    /* VK with `bulk`: bulk copies in (warp 0, completing on the stage's mbarrier) and one bulk store out per item */
+    const bool bulk_in = !KV && bulk, bulk_store = bulk_in && a.state_out != NULL;
+    if (bulk_in && threadIdx.x == 0) {
+        for (int sg = 0; sg < stages; ++sg) gdn_mbar_init(bars + sg);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if (bulk_in) __syncthreads(); /* the barriers are initialized before anyone waits on them */
 
-    /* copies of item I into stage `sg` (this thread's share; committed by the caller) */
+    /* VK: item I into stage sg as bulk copies issued by one thread (the state piece is one contiguous run of 32
+     * columns; q, k rows, the 32 values and the vector gate rows, per token) */
+    auto issue_bulk = [&](const gdn_dec_item &I, int sg) {
+        constexpr int NR = VEC ? 4 : 3; /* rows per token: q, k, v (, the vector gate) */
+        unsigned char *st = sm + sg * m.stage;
+        const unsigned row = DK * DS, vrow = GDN_DEC_COLS * DS;
+        if (lane == 0) {
+            /* the stage's last reads (and, with bulk stores, the store that reads it) come first */
+            if (bulk_store) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            gdn_mbar_expect(bars + sg, (a.state_in ? DK * GDN_DEC_COLS * 4 : 0) + T * (2 * row + vrow) + (VEC ? T * DK * 4 : 0));
+        }
+        __syncwarp();
+        /* copy x: 0 the state piece, 1 + NR t + r row r of token t; one per lane */
+        for (int x = lane; x < 1 + NR * T; x += 32) {
+            if (x == 0) {
+                if (a.state_in) gdn_bulk_copy(st + m.st, a.state_in + (I.bh * a.Dv + I.j0) * DK, DK * GDN_DEC_COLS * 4, bars + sg);
+                continue;
+            }
+            const int t = (x - 1) / NR, r = (x - 1) % NR;
+            const int64_t bt = I.b * a.T + t;
+            if (r < 2)
+                gdn_bulk_copy(st + (r ? m.k : m.q) + t * row, (const unsigned char *)(r ? a.k : a.q) + (bt * a.Hk + I.hk) * row, row, bars + sg);
+            else if (r == 2)
+                gdn_bulk_copy(st + m.v + t * vrow, (const unsigned char *)a.v + ((bt * a.Hv + I.h) * a.Dv + I.j0) * DS, vrow, bars + sg);
+            else
+                gdn_bulk_copy(st + m.gv + t * DK * 4, a.gate + (bt * a.Hv + I.h) * DK, DK * 4, bars + sg);
+        }
+    };
+
+    /* copies of item I into stage `sg`: warp 0's bulk copies, or cp.async (this thread's share, committed by the
+     * caller) */
     auto issue = [&](const gdn_dec_item &I, int sg) {
+        if (bulk_in) {
+            if (warp == 0) issue_bulk(I, sg);
+            return;
+        }
         unsigned char *st = sm + sg * m.stage;
         if (a.state_in) {
             /* 16-byte pieces: VK piece p = column p / (DK/4), keys 4 (p mod DK/4) ..; KV piece p = row p / 8,
@@ -279,6 +351,22 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             }
             return;
         }
+        if (bulk_store) {
+            /* VK: back into the stage as it came (column jw + n, keys lane*C ..), for one bulk store after the barrier */
+#pragma unroll
+            for (int n = 0; n < GDN_DEC_NCOL; ++n) {
+                float *col = (float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C;
+                if (C % 4 == 0) {
+#pragma unroll
+                    for (int e = 0; e < C; e += 4) *(float4 *)(col + e) = make_float4(s[n][e], s[n][e + 1], s[n][e + 2], s[n][e + 3]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < C; ++e) col[e] = s[n][e];
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the bulk store */
+            return;
+        }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
         float *out = a.state_out + I.bh * DK * a.Dv;
 #pragma unroll
@@ -313,6 +401,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         gdn_cp_commit();
     }
     int sg = 0, ahead_sg = stages - 1, e0 = 0;
+    unsigned phases = 0; /* VK: bit sg = parity of the next completion of stage sg's barrier */
 #pragma unroll 1
     for (int n = 0; n < mine; ++n) {
         const int ahead = n + stages - 1;
@@ -320,10 +409,17 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         gdn_cp_commit();
         /* the table's next items (the previous ones are no longer read: barrier at the end of the last item) */
         if (e0 == 0) fill_table(n, mine);
-        /* all but the newest stages - 1 groups complete: item n's copies are in */
-        if (stages == 2) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-        else if (stages == 3) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
-        else asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        /* item n's copies are in: its stage's barrier completes (bulk), or all but the newest stages - 1 groups */
+        if (bulk_in) {
+            gdn_mbar_wait(bars + sg, (phases >> sg) & 1u);
+            phases ^= 1u << sg;
+        } else if (stages == 2) {
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        } else if (stages == 3) {
+            asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        }
         __syncthreads(); /* item n's copies, from every thread, have landed; the table is written */
         const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
         compute(I, sg, e0);
@@ -332,19 +428,26 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             write_rows(I, sg);
             __syncthreads();
         }
+        if (bulk_store && threadIdx.x == 0) {
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(a.state_out + (I.bh * a.Dv + I.j0) * DK),
+                         "r"(gdn_smem_addr(sm + sg * m.stage + m.st)), "r"(DK * GDN_DEC_COLS * 4)
+                         : "memory");
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
         sg = sg + 1 == stages ? 0 : sg + 1;
         ahead_sg = ahead_sg + 1 == stages ? 0 : ahead_sg + 1;
         e0 = e0 + T == per_tab * T ? 0 : e0 + T;
     }
+    if (bulk_store && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 /* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs, at most max_blocks
  * (0: no cap). */
 template <int DT, bool VEC, int C, bool KV>
-static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks) {
+static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int bulk) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     if (stages == 0) stages = GDN_DEC_STAGES;
-    const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4;
+    const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 4 * 8;
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
@@ -364,31 +467,34 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
     int64_t grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
     if (max_blocks > 0 && grid > max_blocks) grid = max_blocks;
+    /* bulk copies pay where a block streams many items (B=256, VK: 294 -> 282 us); with one or two items per block
+     * their latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
+    if (bulk < 0) bulk = items >= GDN_DEC_BULK_ITEMS * grid;
     return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, GDN_DEC_WARPS * 32, bytes,
-                          p->a.cuda_stream, a, items, stages);
+                          p->a.cuda_stream, a, items, stages, bulk);
 }
 
 template <int DT, bool VEC, bool KV>
-static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks) {
+static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks, int bulk) {
     switch (p->a.Dk) {
-    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks);
-    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks);
-    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks);
-    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks);
+    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks, bulk);
+    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks, bulk);
+    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks, bulk);
+    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks, bulk);
     }
 }
 
 template <int DT, bool VEC>
-static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks) {
-    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks);
+static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks, int bulk) {
+    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, bulk) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, bulk);
 }
 
 template <bool VEC>
-static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks) {
+static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks, int bulk) {
     switch (p->a.dtype) {
-    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks);
-    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks);
-    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks);
+    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks, bulk);
+    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks, bulk);
+    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks, bulk);
     }
 }
 
@@ -404,12 +510,12 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
 }
 
 /* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
- * one so that every block walks many items) */
-gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks) {
+ * one so that every block walks many items); bulk (VK): 1 bulk copies, 0 cp.async, -1 chosen by items per block */
+gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int bulk) {
     if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
         return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks)
-                                             : gdn_decode_dtype<false>(p, stages, max_blocks);
+    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks, bulk)
+                                             : gdn_decode_dtype<false>(p, stages, max_blocks, bulk);
 }
 
 } /* extern "C" */

@@ -250,16 +250,17 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
 
 /* The streamed kernel (delta_decode.cu) where it applies, else warps of 8 columns. */
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
-    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0);
+    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 8) : gdn_decode_dt<false>(p, 8);
 }
 
 /* ncol 4 or 8: this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
- * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items). */
+ * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: cp.async / bulk copies forced). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
-    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0);
-    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0);
-    if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8);
+    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
+    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0, -1);
+    if (ncol == 332 || ncol == 432) return gdn__delta_cuda_decode_stream(p, 0, 0, ncol == 432);
+    if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8, -1);
     if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, ncol) : gdn_decode_dt<false>(p, ncol);
 }
