@@ -259,17 +259,17 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
     CHECK(gdn_delta(&a) == GDN_OK);
     if (dev_init(&d, &h)) {
         static const struct { const char *kernel; int variant; } runs_list[] = {
-            {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
+            {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 1}, {"cuda_decode", 2}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
             {"cuda_decode", 232}, {"cuda_decode", 332}, {"cuda_decode", 432}, {"cuda_packed", 0},
             {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
             {"cuda_rowsplit", 16}};
         const int n_runs = (int)(sizeof runs_list / sizeof runs_list[0]);
-        /* packed variants beyond 2 exist for Dk = 128 only; decode with 4 columns too; a rowsplit width that is not
+        /* packed variants beyond 2 exist for Dk = 128 only; decode with 1, 2 or 4 columns too; a rowsplit width that is not
          * built for the case's Dk answers GDN_ERR_INELIGIBLE and is skipped */
         for (int i = 0; i < n_runs; ++i) {
             if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_packed") == 0 && runs_list[i].variant > 2 && c->Dk != 128)
                 continue;
-            if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_decode") == 0 && runs_list[i].variant == 4 && c->Dk != 128)
+            if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_decode") == 0 && runs_list[i].variant <= 4 && c->Dk != 128)
                 continue;
             if (run_and_compare(&h, &d, runs_list[i].kernel, runs_list[i].variant, stream, y_ref, st_ref, y_got, st_got) > 0)
                 ++*runs;

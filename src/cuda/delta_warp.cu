@@ -10,8 +10,8 @@
  * Gates, betas and mask bits of 32 tokens are computed at once, one token per lane, then broadcast.
  *
  * cuda_generic: NCOL = 1, any Dk <= 1024 (CM = a power of two >= c), any Dv, scalar loads.
- * cuda_decode (where the streamed kernel of delta_decode.cu does not apply):
- *               NCOL = 8 (4 for Dk = 256, or on request for Dk = 128), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
+ * cuda_decode (one VK token over few items, or where the streamed kernel of delta_decode.cu does not apply):
+ *               NCOL = 8 (4 for Dk = 256; 2 for one VK token over few items at Dk = 128; 1 or 4 on request), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
  *               16-byte coalesced loads (VK: a column's Dk keys; KV: NCOL adjacent columns of a key row), all of
  *               a warp's loads in flight before the first use. For T = 1 or a few tokens and many sequences. */
 #include "gdn_cuda.cuh"
@@ -201,7 +201,10 @@ static gdn_status gdn_decode_cm(const gdn__problem *p, int ncol) {
     switch (p->a.Dk) {
     case 32: return gdn_launch_warp<DT, VEC, 1, 8, true>(p);
     case 64: return gdn_launch_warp<DT, VEC, 2, 8, true>(p);
-    case 128: return ncol == 4 ? gdn_launch_warp<DT, VEC, 4, 4, true>(p) : gdn_launch_warp<DT, VEC, 4, 8, true>(p);
+    case 128:
+        if (ncol == 1) return gdn_launch_warp<DT, VEC, 4, 1, true>(p);
+        if (ncol == 2) return gdn_launch_warp<DT, VEC, 4, 2, true>(p);
+        return ncol == 4 ? gdn_launch_warp<DT, VEC, 4, 4, true>(p) : gdn_launch_warp<DT, VEC, 4, 8, true>(p);
     default: return gdn_launch_warp<DT, VEC, 8, 4, true>(p);
     }
 }
@@ -248,13 +251,24 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_generic_dt<true>(p) : gdn_generic_dt<false>(p);
 }
 
-/* The streamed kernel (delta_decode.cu) where it applies, else warps of 8 columns. */
+/* One VK token with no more 32-column items than SMs (B=1 at the model's heads): warps of 2 columns (Dk = 128)
+ * loading straight into registers, 3.0 us on the H200 against 3.9 for the streamed kernel, whose one item per block
+ * has nothing to overlap (docs/GPU_NOTES.md). Else the streamed kernel where it applies, else warps of 8 columns. */
+static int gdn_decode_few_items(const gdn__problem *p) {
+    int dev = 0, sms = 0;
+    if (p->a.T != 1 || p->a.state_layout != GDN_STATE_VK || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return p->a.B * p->a.Hv * (p->a.Dv / 32) <= sms;
+}
+
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
+    if (gdn_decode_few_items(p)) return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 2) : gdn_decode_dt<false>(p, 2);
     if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 8) : gdn_decode_dt<false>(p, 8);
 }
 
-/* ncol 4 or 8: this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
+/* ncol 4 or 8 (1 or 2 for Dk = 128): this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
  * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: cp.async / bulk copies forced). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
     if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
