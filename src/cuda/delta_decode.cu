@@ -22,7 +22,8 @@
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */
 #define GDN_DEC_NCOL 8
-#define GDN_DEC_STAGES 3 /* default ring depth; 2 .. 4 on request (bench variants) */
+#define GDN_DEC_STAGES 3      /* default ring depth; 2 .. 4 on request (bench variants) */
+#define GDN_DEC_STAGES_BULK 4 /* default ring depth with bulk copies */
 #define GDN_DEC_TMAX 8
 #define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
 #define GDN_DEC_BULK_ITEMS 4             /* VK: bulk copies from this many items per block */
@@ -441,35 +442,49 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     if (bulk_store && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
-/* `stages` deep (0: GDN_DEC_STAGES); a persistent grid of as many blocks as fit on the SMs, at most max_blocks
+/* `stages` deep (0: GDN_DEC_STAGES, or GDN_DEC_STAGES_BULK with bulk copies); a persistent grid of as many blocks as fit on the SMs, at most max_blocks
  * (0: no cap). */
 template <int DT, bool VEC, int C, bool KV>
 static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int bulk) {
     const gdn_dev_args a = gdn_dev_args_of(p);
-    if (stages == 0) stages = GDN_DEC_STAGES;
-    const int bytes = stages * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 4 * 8;
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
-    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
-        return GDN_ERR_DEVICE;
-    /* blocks per SM for this size: cached as (bytes << 32 | blocks) in one word, so a thread never pairs a size
-     * with another size's count */
-    static uint64_t occupancy = 0;
-    const uint64_t cached = __atomic_load_n(&occupancy, __ATOMIC_RELAXED);
-    int per_sm = (int)(cached & 0xffffffffu), dev = 0, sms = 0;
-    if (cached >> 32 != (uint64_t)bytes) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
-                                                          GDN_DEC_WARPS * 32, bytes) != cudaSuccess || per_sm < 1)
+    /* blocks per SM for a ring depth: cached per depth as (bytes << 32 | blocks) in one word, so a thread never
+     * pairs a size with another size's count */
+    static uint64_t occupancy[5] = {0, 0, 0, 0, 0};
+    int bytes = 0, per_sm = 0, dev = 0, sms = 0;
+    auto size_ring = [&](int depth) -> gdn_status {
+        bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 4 * 8;
+        if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
             return GDN_ERR_DEVICE;
-        __atomic_store_n(&occupancy, (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
-    }
+        const uint64_t cached = __atomic_load_n(&occupancy[depth], __ATOMIC_RELAXED);
+        per_sm = (int)(cached & 0xffffffffu);
+        if (cached >> 32 != (uint64_t)bytes) {
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
+                                                              GDN_DEC_WARPS * 32, bytes) != cudaSuccess || per_sm < 1)
+                return GDN_ERR_DEVICE;
+            __atomic_store_n(&occupancy[depth], (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
+        }
+        return GDN_OK;
+    };
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return GDN_ERR_DEVICE;
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
-    int64_t grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
-    if (max_blocks > 0 && grid > max_blocks) grid = max_blocks;
-    /* bulk copies pay where a block streams many items (B=256, VK: 294 -> 282 us); with one or two items per block
-     * their latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
-    if (bulk < 0) bulk = items >= GDN_DEC_BULK_ITEMS * grid;
+    auto grid_of = [&]() {
+        int64_t g = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
+        return max_blocks > 0 && g > max_blocks ? (int64_t)max_blocks : g;
+    };
+    if (size_ring(stages ? stages : GDN_DEC_STAGES) != GDN_OK) return GDN_ERR_DEVICE;
+    int64_t grid = grid_of();
+    /* bulk copies pay where a block streams many items (B=256, VK: 294 -> 282 us), with a ring of 4 (-> 281 us); with
+     * one or two items per block their latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
+    if (bulk < 0) bulk = !KV && items >= GDN_DEC_BULK_ITEMS * grid;
+    if (stages == 0) {
+        stages = bulk && !KV ? GDN_DEC_STAGES_BULK : GDN_DEC_STAGES;
+        if (stages != GDN_DEC_STAGES) {
+            if (size_ring(stages) != GDN_OK) return GDN_ERR_DEVICE;
+            grid = grid_of();
+        }
+    }
     return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, GDN_DEC_WARPS * 32, bytes,
                           p->a.cuda_stream, a, items, stages, bulk);
 }
