@@ -71,26 +71,28 @@ if [[ $MODE == all || $MODE == sanitize ]]; then
     done
 fi
 
-# ---- profile: ncu on the kernels of gpu_compare.py --profile, per-instruction stall samples of rowsplit ----
+# ---- profile: ncu on the kernels of gpu_compare.py --profile, per-instruction stall samples ----
+# profile_kernel NAME REGEX METRICS: the second launch of the kernels matching REGEX; $OUT/NAME_source.csv (per-SASS
+# samples) and $OUT/NAME_details.txt (the details page and the raw metrics matching METRICS)
+profile_kernel() {
+    ncu --clock-control none --kernel-name "regex:$2" --launch-skip 1 --launch-count 1 --set full \
+        --import-source no -o "/tmp/gdn_$1" python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
+    ncu -i "/tmp/gdn_$1.ncu-rep" --page source --csv --print-source sass > "$OUT/$1_source.csv" 2>&1
+    { ncu -i "/tmp/gdn_$1.ncu-rep" --page details; ncu -i "/tmp/gdn_$1.ncu-rep" --page raw | grep -E "$3"; } \
+        > "$OUT/$1_details.txt" 2>&1
+}
 if [[ $MODE == profile ]]; then
     # PROFILE=rowsplit|decode|all (default all): which kernels to profile
     t0=$(date +%s)
     if [[ ${PROFILE:-all} != decode ]]; then
-        ncu --clock-control none --kernel-name regex:gdn_delta_rowsplit --launch-skip 1 --launch-count 1 --set full \
-            --import-source no -o /tmp/gdn_rs python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
-        ncu -i /tmp/gdn_rs.ncu-rep --page source --csv --print-source sass > "$OUT/rowsplit_source.csv" 2>&1
-        { ncu -i /tmp/gdn_rs.ncu-rep --page details; ncu -i /tmp/gdn_rs.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active"; } \
-            > "$OUT/rowsplit_details.txt" 2>&1
+        # rowsplit W=4, T=2048, KV
+        profile_kernel rowsplit gdn_delta_rowsplit "stall|inst_executed|issue_active"
         cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
             > "$OUT/rowsplit_w4.sass" 2>&1
     fi
     if [[ ${PROFILE:-all} != rowsplit ]]; then
-        # the second decode launch: B=256, T=1, VK (bench/gpu_compare.py --profile)
-        ncu --clock-control none --kernel-name regex:gdn_delta_decode --launch-skip 1 --launch-count 1 --set full \
-            --import-source no -o /tmp/gdn_dec python3 bench/gpu_compare.py --out /dev/null --profile > /dev/null 2>&1
-        ncu -i /tmp/gdn_dec.ncu-rep --page source --csv --print-source sass > "$OUT/decode_source.csv" 2>&1
-        { ncu -i /tmp/gdn_dec.ncu-rep --page details; ncu -i /tmp/gdn_dec.ncu-rep --page raw | grep -E "stall|inst_executed|issue_active|dram__|lts__t_sectors"; } \
-            > "$OUT/decode_details.txt" 2>&1
+        # the streamed decode at B=256, T=1, VK
+        profile_kernel decode gdn_delta_decode "stall|inst_executed|issue_active|dram__|lts__t_sectors"
     fi
     echo "profile: $(( $(date +%s) - t0 )) s"
     grep -hE "gdn_delta|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|DRAM Throughput|Warp Cycles Per Issued" \
