@@ -1,9 +1,11 @@
 /* cuda_decode: a few tokens (T <= 8) for many sequences, streamed through shared memory.
  *
  * Work item = (sequence b, value head h, 32 value columns j0 .. j0+31): its state piece (Dk x 32 floats) and its
- * tokens' q, k, v (32 columns). A persistent grid of blocks of 4 warps walks the items; each block keeps STAGES
- * items in flight through a ring of shared-memory stages filled with cp.async, so the state streams from memory
- * while earlier items are computed, and writes each item's new state with streaming stores.
+ * tokens' q, k, v (32 columns). A persistent grid of blocks of 4 warps walks the items; each block keeps a ring of
+ * shared-memory stages (3, or 4 with bulk copies) filled ahead, so the state streams from memory while earlier items
+ * are computed. The stages fill by cp.async, or in VK, where a block walks at least 4 items, by bulk (TMA) copies
+ * that complete on an mbarrier per stage; the new state leaves by streaming stores from registers (VK), from the
+ * stage as whole row pieces (KV), or as one bulk store per item (VK with bulk copies).
  *
  * Gates, betas and mask bits come from a table that the block fills for up to 128 (item, token) pairs at once, one
  * pair per thread, before it waits for the copies: the double-precision gate math runs once per pair and overlaps
@@ -180,8 +182,8 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     }
     if (bulk_in) __syncthreads(); /* the barriers are initialized before anyone waits on them */
 
-    /* VK: item I into stage sg as bulk copies issued by one thread (the state piece is one contiguous run of 32
-     * columns; q, k rows, the 32 values and the vector gate rows, per token) */
+    /* VK: item I into stage sg as bulk copies issued by warp 0, one per lane (the state piece is one contiguous run
+     * of 32 columns; then the q, k rows, the 32 values and the vector gate row of each token) */
     auto issue_bulk = [&](const gdn_dec_item &I, int sg) {
         constexpr int NR = VEC ? 4 : 3; /* rows per token: q, k, v (, the vector gate) */
         unsigned char *st = sm + sg * m.stage;
