@@ -163,22 +163,23 @@ TEST(bitwise_kernels_vs_ref_sampled) {
                tl.ineligible[kn]);
 }
 
-/* The decode kernel's shapes in full (VK, Dk = 128, T = 1 and 2): every dtype, gate and beta kind, mask on and off,
- * each state mode, 1 to 3 threads, over heads, batch and Dv; every kernel against ref as above. */
+/* The decode kernel's shapes in full (VK and KV, Dk = 128, T = 1 and 2): every dtype, gate and beta kind, mask on
+ * and off, each state mode, 1 to 3 threads, over heads, batch and Dv; every kernel against ref as above. */
 TEST(bitwise_decode_shapes_vs_ref) {
     tally tl = {{0}, {0}, 0.0};
     int i = 0;
-    for (int t = 1; t <= 2; ++t)
-        for (int hd = 0; hd < 3; ++hd)
-            for (int dv = 0; dv < 4; ++dv)
-                for (int gate = GDN_GATE_DECAY; gate <= GDN_GATE_RAW; ++gate, ++i) {
-                    const case_cfg cfg = {.B = 1 + 2 * (i % 2), .T = t, .Hk = heads_values[hd][0], .Hv = heads_values[hd][1],
-                                          .Dk = 128, .Dv = dv_values[dv], .dtype = (gdn_dtype)(i % 3),
-                                          .gate_kind = (gdn_gate_kind)gate, .beta_kind = (gdn_beta_kind)(i / 2 % 2),
-                                          .mask = i / 3 % 2, .layout = GDN_STATE_VK, .state_in = i % 5 != 1,
-                                          .inputs = (case_inputs)(i / 7 % 2), .seed = 500 + (uint64_t)i};
-                    check_case(&cfg, 1 + i % 3, state_mode(i % 4), &tl);
-                }
+    for (int layout = GDN_STATE_VK; layout <= GDN_STATE_KV; ++layout)
+        for (int t = 1; t <= 2; ++t)
+            for (int hd = 0; hd < 3; ++hd)
+                for (int dv = 0; dv < 4; ++dv)
+                    for (int gate = GDN_GATE_DECAY; gate <= GDN_GATE_RAW; ++gate, ++i) {
+                        const case_cfg cfg = {.B = 1 + 2 * ((i + i / 4) % 2), .T = t, .Hk = heads_values[hd][0], .Hv = heads_values[hd][1],
+                                              .Dk = 128, .Dv = dv_values[dv], .dtype = (gdn_dtype)(i % 3),
+                                              .gate_kind = (gdn_gate_kind)gate, .beta_kind = (gdn_beta_kind)(i / 2 % 2),
+                                              .mask = i / 3 % 2, .layout = (gdn_state_layout)layout, .state_in = i % 5 != 1,
+                                              .inputs = (case_inputs)(i / 7 % 2), .seed = 500 + (uint64_t)i};
+                        check_case(&cfg, 1 + i % 3, state_mode((i + i / 4) % 4), &tl); /* each gate meets each mode */
+                    }
     CHECK(tl.compared[3] == i, "packed_decode_avx2 ran %d of %d cases", tl.compared[3], i);
     printf("     %d decode cases: packed_decode_avx2 bitwise equal to ref in %d\n", i, tl.compared[3]);
 }

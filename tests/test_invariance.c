@@ -115,14 +115,14 @@ TEST(invariance_batch_composition) {
     }
 }
 
-/* The decode kernel's own window (VK, Dk = 128, T <= 2): two tokens in one call == two one-token calls with the
- * state carried, and a sequence of B = 3 == the sequence alone; every dtype, gate and beta kind, mask on and off. */
+/* The decode kernel's own window (VK and KV, Dk = 128, T <= 2): two tokens in one call == two one-token calls with
+ * the state carried, and a sequence of B = 3 == the sequence alone; every dtype, gate and beta kind, mask on and off. */
 TEST(invariance_decode_kernel) {
     const char *kernel = "packed_decode_avx2";
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < 24; ++i) {
         const case_cfg cfg = {.B = 3, .T = 2, .Hk = 2, .Hv = 6, .Dk = 128, .Dv = 64, .dtype = (gdn_dtype)(i % 3),
                               .gate_kind = (gdn_gate_kind)(i % 4), .beta_kind = (gdn_beta_kind)(i / 4 % 2),
-                              .mask = i % 5 == 1, .layout = GDN_STATE_VK, .state_in = i % 6 != 2,
+                              .mask = i % 5 == 1, .layout = (gdn_state_layout)(i / 12), .state_in = i % 6 != 2,
                               .inputs = i % 4 == 3 ? CASE_ADVERSARIAL : CASE_REALISTIC, .seed = 3000u + (uint64_t)i};
         gdn_case c;
         if (!case_init(&c, &cfg)) { CHECK(0, "allocation"); continue; }

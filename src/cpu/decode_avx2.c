@@ -1,5 +1,6 @@
-/* The AVX2 + FMA kernel `packed_decode_avx2`: one or two tokens (T <= 2: decode) over a state in the VK layout
- * [B,Hv,Dv,Dk] with Dk = 128, one sweep over the state. Compiled with -mavx2 -mfma (this file only); routed only
+/* The AVX2 + FMA kernel `packed_decode_avx2`: one or two tokens (T <= 2: decode) with Dk = 128, over a state in
+ * the VK layout [B,Hv,Dv,Dk] (one sweep over the state, below) or the KV layout [B,Hv,Dk,Dv] (two sweeps over
+ * blocks of 16 columns, further down). Compiled with -mavx2 -mfma (this file only); routed only
  * where the CPU has both.
  *
  * A value column j of the state is Dk = 128 contiguous keys. The contract's tree lane l owns keys 4l .. 4l+3, so
@@ -172,13 +173,250 @@ static void dec_item(void *ctx, int64_t item, int worker) {
     }
 }
 
-/* VK layout, Dk = 128, T <= 2, and the CPU has AVX2 and FMA. */
+/* ---- the KV layout [B,Hv,Dk,Dv]: key row i of a head is Dv contiguous columns ----
+ *
+ * A block of KV_W = 16 columns is one 64-byte piece of each of the 128 key rows; each vector holds 8 adjacent
+ * columns, so a vector lane is one column and the contract's tree is plain vertical arithmetic: tree lane l is the
+ * fma chain over rows 4l .. 4l+3 from +0, and the 32 lane partials merge pairwise (levels 1, 2, 4, 8, 16) as a
+ * binary counter over l, all unrolled so the partials stay in registers. Per block and live token u_0 .. u_{n-1}:
+ *
+ *     kv  = tree(S . kk_0)                                  the first sweep, reads the block (from memory)
+ *     d   = (v - g kv) beta           (vector gate: (v - kv) beta)
+ *     S'  = fma(g, S, k_i d); y = tree(S' . q) scale; kv = tree(S' . kk_next)   the second sweep (in L1)
+ *
+ * A block's rows fill only 8 of the 64 sets of L1 (row stride 512 bytes at Dv = 128), so the second sweep mostly
+ * reads L2; what decides the speed is keeping DRAM reads in flight. A work item is a run of whole heads, whose
+ * state is one stretch of memory: it is prefetched in address order, a head ahead of the block being computed
+ * (spread over each block's first sweep). A block past Dv's last multiple of 16 runs on a zero-padded copy. */
+#define KV_W 16
+#define KV_NV 2 /* vectors per row of a block */
+#define KV_ITEMS_PER_THREAD 8
+
+/* One (b, h)'s token rows as f32: k (update), kk (kv key: k, or g_i k_i with the vector gate), q, the vector
+ * gate row g (NULL otherwise), scalar gate and beta. */
+typedef struct kv_token {
+    _Alignas(32) float k[DEC_DK];
+    _Alignas(32) float kk[DEC_DK];
+    _Alignas(32) float q[DEC_DK];
+    const float *g;
+    float gate, beta;
+    int live;
+} kv_token;
+
+/* tree(S . w) over a block: src row i at src + i * ss (ss = 0: every row the same zero row). Prefetches the
+ * lines pf[0 .. pfn), 64 bytes apart, spread over the sweep. */
+static __attribute__((noinline)) void kv_sweep_kv(const float *src, int64_t ss, const float *w, __m256 *out,
+                                                 const char *pf, int pfn) {
+    __m256 pend[5][KV_NV];
+    int top = 0;
+#pragma GCC unroll 32
+    for (int l = 0; l < 32; ++l) {
+        for (int e = 0; e < 4; ++e)
+            if (4 * l + e < pfn) _mm_prefetch(pf + 64 * (4 * l + e), _MM_HINT_T0);
+        __m256 acc[KV_NV];
+        for (int v = 0; v < KV_NV; ++v) acc[v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * l + e;
+            const __m256 wb = _mm256_broadcast_ss(w + i);
+            for (int v = 0; v < KV_NV; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(src + i * ss + 8 * v), wb, acc[v]);
+        }
+        for (int x = l; x & 1; x >>= 1) {
+            --top;
+            for (int v = 0; v < KV_NV; ++v) acc[v] = _mm256_add_ps(pend[top][v], acc[v]);
+        }
+        for (int v = 0; v < KV_NV; ++v) pend[top][v] = acc[v];
+        ++top;
+    }
+    for (int v = 0; v < KV_NV; ++v) out[v] = pend[0][v];
+}
+
+/* S' = fma(g, S, k_i d) (vector gate: g_i) from src into dst (row strides ss, ds; may be the same rows);
+ * o = tree(S' . q); with wn: n = tree(S' . wn), the next live token's kv. */
+static inline __attribute__((always_inline)) void kv_sweep_update(const float *src, int64_t ss, float *dst, int64_t ds,
+                                                                  const kv_token *tk, const __m256 *d, const float *wn,
+                                                                  __m256 *o, __m256 *n, int vgate, int next) {
+    __m256 po[5][KV_NV], pn[5][KV_NV];
+    const __m256 gv = _mm256_set1_ps(tk->gate);
+    int top = 0;
+#pragma GCC unroll 32
+    for (int l = 0; l < 32; ++l) {
+        __m256 ao[KV_NV], an[KV_NV];
+        for (int v = 0; v < KV_NV; ++v) ao[v] = an[v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * l + e;
+            const __m256 kb = _mm256_broadcast_ss(tk->k + i), qb = _mm256_broadcast_ss(tk->q + i);
+            const __m256 gb = vgate ? _mm256_broadcast_ss(tk->g + i) : gv;
+            for (int v = 0; v < KV_NV; ++v) {
+                const __m256 s = _mm256_fmadd_ps(gb, _mm256_loadu_ps(src + i * ss + 8 * v), _mm256_mul_ps(kb, d[v]));
+                _mm256_storeu_ps(dst + i * ds + 8 * v, s);
+                ao[v] = _mm256_fmadd_ps(s, qb, ao[v]);
+                if (next) an[v] = _mm256_fmadd_ps(s, _mm256_broadcast_ss(wn + i), an[v]);
+            }
+        }
+        for (int x = l; x & 1; x >>= 1) {
+            --top;
+            for (int v = 0; v < KV_NV; ++v) {
+                ao[v] = _mm256_add_ps(po[top][v], ao[v]);
+                if (next) an[v] = _mm256_add_ps(pn[top][v], an[v]);
+            }
+        }
+        for (int v = 0; v < KV_NV; ++v) {
+            po[top][v] = ao[v];
+            if (next) pn[top][v] = an[v];
+        }
+        ++top;
+    }
+    for (int v = 0; v < KV_NV; ++v) {
+        o[v] = po[0][v];
+        if (next) n[v] = pn[0][v];
+    }
+}
+
+typedef void (*kv_update_fn)(const float *src, int64_t ss, float *dst, int64_t ds, const kv_token *tk, const __m256 *d,
+                             const float *wn, __m256 *o, __m256 *n);
+#define KV_UPDATE_FN(name, vgate, next)                                                                          \
+    static __attribute__((noinline)) void name(const float *src, int64_t ss, float *dst, int64_t ds,              \
+                                               const kv_token *tk, const __m256 *d, const float *wn, __m256 *o,   \
+                                               __m256 *n) {                                                      \
+        kv_sweep_update(src, ss, dst, ds, tk, d, wn, o, n, vgate, next);                                          \
+    }
+KV_UPDATE_FN(kv_update_s, 0, 0)
+KV_UPDATE_FN(kv_update_s_next, 0, 1)
+KV_UPDATE_FN(kv_update_v, 1, 0)
+KV_UPDATE_FN(kv_update_v_next, 1, 1)
+
+typedef struct kv_job {
+    const gdn__problem *p;
+    int64_t blocks, heads, items; /* column blocks per head; B * Hv; work items (runs of heads) */
+} kv_job;
+
+/* The token rows of (b, h). */
+static void kv_tokens(const gdn_delta_args *a, int64_t group, int64_t b, int64_t h, kv_token *tok) {
+    const int64_t hk = h / group;
+    for (int64_t t = 0; t < a->T; ++t) {
+        kv_token *tk = &tok[t];
+        tk->live = gdn__token_live(a, b, t);
+        if (!tk->live) continue;
+        const int64_t qk = ((b * a->T + t) * a->Hk + hk) * DEC_DK;
+        gdn__load_row(tk->k, a->k, a->dtype, qk, DEC_DK);
+        gdn__load_row(tk->q, a->q, a->dtype, qk, DEC_DK);
+        if (a->gate_kind == GDN_GATE_VECTOR) {
+            tk->g = a->gate + ((b * a->T + t) * a->Hv + h) * DEC_DK;
+            for (int i = 0; i < DEC_DK; ++i) tk->kk[i] = tk->g[i] * tk->k[i];
+            tk->gate = 0.0f; /* unused */
+        } else {
+            memcpy(tk->kk, tk->k, sizeof tk->kk);
+            tk->g = NULL;
+            tk->gate = gdn__scalar_gate(a, b, t, h);
+        }
+        tk->beta = gdn__beta(a, b, t, h);
+    }
+}
+
+/* Heads [h0, h1) of the B * Hv heads, block after block. Their state is one stretch of memory, prefetched in
+ * address order a head ahead of the block being computed: 128 lines per block (at least a head per head). */
+static void kv_item(void *ctx, int64_t item, int worker) {
+    (void)worker;
+    const kv_job *job = ctx;
+    const gdn__problem *p = job->p;
+    const gdn_delta_args *a = &p->a;
+    const int64_t Dv = a->Dv, T = a->T, head = DEC_DK * Dv;
+    const int64_t bh0 = item * job->heads / job->items, bh1 = (item + 1) * job->heads / job->items;
+    const int vgate = a->gate_kind == GDN_GATE_VECTOR;
+    static const float zero_row[KV_W] __attribute__((aligned(32)));
+    _Alignas(32) float buf[DEC_DK * KV_W]; /* a tail block, a state between two tokens, the state with no state_out */
+    kv_token tok[DEC_TMAX];
+    /* the prefetch stream: [pf, pf_end) of state_in, the first head now */
+    const char *pf = a->state_in ? (const char *)(a->state_in + bh0 * head) : NULL;
+    const char *pf_end = a->state_in ? (const char *)(a->state_in + bh1 * head) : NULL;
+    for (int64_t i = 0; pf && i < head * 4; i += 64) _mm_prefetch(pf + i, _MM_HINT_T0);
+    if (pf) pf += head * 4;
+    for (int64_t x = bh0 * job->blocks; x < bh1 * job->blocks; ++x) {
+        const int64_t bh = x / job->blocks, b = bh / a->Hv, h = bh % a->Hv, j0 = x % job->blocks * KV_W;
+        const int nc = Dv - j0 < KV_W ? (int)(Dv - j0) : KV_W;
+        const int64_t off = bh * head + j0;
+        if (j0 == 0) kv_tokens(a, p->group, b, h, tok);
+        /* the block's rows: src (state_in, the zero row, or the padded copy) and the final state's dst */
+        const float *src = a->state_in ? a->state_in + off : zero_row;
+        int64_t ss = a->state_in ? Dv : 0, ds = a->state_out ? Dv : KV_W;
+        float *dst = a->state_out ? a->state_out + off : buf;
+        if (nc < KV_W) {
+            for (int i = 0; i < DEC_DK; ++i)
+                for (int c = 0; c < KV_W; ++c) buf[i * KV_W + c] = a->state_in && c < nc ? src[i * Dv + c] : 0.0f;
+            src = dst = buf;
+            ss = ds = KV_W;
+        }
+        const int pfn = pf && pf < pf_end ? (pf_end - pf) / 64 < DEC_DK ? (int)((pf_end - pf) / 64) : DEC_DK : 0;
+        int live[DEC_TMAX], n = 0;
+        for (int64_t t = 0; t < T; ++t)
+            if (tok[t].live)
+                live[n++] = (int)t;
+            else
+                for (int c = 0; c < nc; ++c) gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h) * Dv + j0 + c, 0.0f);
+        if (n == 0) {
+            /* no live token: the state goes out unchanged */
+            for (int i = 0; i < DEC_DK && dst != src; ++i)
+                for (int v = 0; v < KV_NV; ++v) _mm256_storeu_ps(dst + i * ds + 8 * v, _mm256_loadu_ps(src + i * ss + 8 * v));
+        } else {
+            __m256 kv[KV_NV];
+            kv_sweep_kv(src, ss, tok[live[0]].kk, kv, pf, pfn);
+            for (int m = 0; m < n; ++m) {
+                const kv_token *tk = &tok[live[m]];
+                const int64_t yv = ((b * T + live[m]) * a->Hv + h) * Dv + j0;
+                /* d = (v - g kv) beta (vector gate: (v - kv) beta); columns past Dv get v = 0 */
+                _Alignas(32) float vr[KV_W];
+                for (int c = 0; c < KV_W; ++c) vr[c] = c < nc ? gdn__load(a->v, a->dtype, yv + c) : 0.0f;
+                const __m256 beta = _mm256_set1_ps(tk->beta), g = _mm256_set1_ps(tk->gate);
+                __m256 d[KV_NV], o[KV_NV];
+                for (int v = 0; v < KV_NV; ++v) {
+                    const __m256 vv = _mm256_load_ps(vr + 8 * v);
+                    d[v] = _mm256_mul_ps(_mm256_sub_ps(vv, vgate ? kv[v] : _mm256_mul_ps(g, kv[v])), beta);
+                }
+                /* from the block's src (first token) or buf, into buf or (last token) dst */
+                const float *s_in = m == 0 ? src : buf;
+                float *s_out = m == n - 1 ? dst : buf;
+                const int64_t si = m == 0 ? ss : KV_W, so = m == n - 1 ? ds : KV_W;
+                const float *wn = m + 1 < n ? tok[live[m + 1]].kk : NULL;
+                const kv_update_fn fn = vgate ? (wn ? kv_update_v_next : kv_update_v) : (wn ? kv_update_s_next : kv_update_s);
+                fn(s_in, si, s_out, so, tk, d, wn, o, kv);
+                /* y = tree(S' . q) * scale, rounded to the dtype */
+                _Alignas(32) float yr[KV_W];
+                for (int v = 0; v < KV_NV; ++v) _mm256_store_ps(yr + 8 * v, _mm256_mul_ps(o[v], _mm256_set1_ps(a->scale)));
+                for (int c = 0; c < nc; ++c) gdn__store(a->y, a->dtype, yv + c, yr[c]);
+            }
+        }
+        if (pfn > 0) pf += 64 * pfn;
+        /* a tail block's real columns out */
+        if (nc < KV_W && a->state_out)
+            for (int i = 0; i < DEC_DK; ++i) memcpy(a->state_out + off + i * Dv, buf + i * KV_W, sizeof(float) * (size_t)nc);
+    }
+}
+
+static void kv_run(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    kv_job job;
+    job.p = p;
+    job.blocks = (a->Dv + KV_W - 1) / KV_W;
+    job.heads = a->B * a->Hv;
+    const int64_t want = (int64_t)p->threads * KV_ITEMS_PER_THREAD;
+    job.items = job.heads < want ? job.heads : want;
+    gdn__parallel_for(job.items, p->threads, kv_item, &job);
+}
+
+/* VK or KV layout, Dk = 128, T <= 2, and the CPU has AVX2 and FMA. */
 int gdn__decode_avx2_eligible(const gdn__problem *p) {
-    return p->a.state_layout == GDN_STATE_VK && p->a.Dk == DEC_DK && p->a.T <= DEC_TMAX && gdn__cpu_has_avx2_fma();
+    return (p->a.state_layout == GDN_STATE_VK || p->a.state_layout == GDN_STATE_KV) && p->a.Dk == DEC_DK &&
+           p->a.T <= DEC_TMAX && gdn__cpu_has_avx2_fma();
 }
 
 gdn_status gdn__delta_decode_avx2(const gdn__problem *p) {
     if (!gdn__decode_avx2_eligible(p)) return GDN_ERR_INELIGIBLE;
+    if (p->a.state_layout == GDN_STATE_KV) {
+        kv_run(p);
+        return GDN_OK;
+    }
     dec_job job = {p};
     gdn__parallel_for(p->a.B * p->a.Hv, p->threads, dec_item, &job);
     return GDN_OK;
