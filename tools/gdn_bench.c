@@ -18,6 +18,7 @@ typedef struct bench_opts {
     int json, quick, all, reps;
     const char *kernel;
     gdn_dtype dtype;
+    gdn_state_layout layout;
 } bench_opts;
 
 typedef struct bench_floor {
@@ -85,11 +86,12 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
     const char *eq = r->equal < 0 ? "null" : r->equal ? "true" : "false";
     if (o->json) {
         printf("{\"backend\":\"%s\",\"kernel\":\"%s\",\"mode\":\"%s\",\"B\":%lld,\"T\":%lld,\"Hk\":%lld,\"Hv\":%lld,"
-               "\"Dk\":%lld,\"Dv\":%lld,\"dtype\":\"%s\",\"threads\":%d,\"ms_median\":%.6g,\"ms_min\":%.6g,\"reps\":%d,"
+               "\"Dk\":%lld,\"Dv\":%lld,\"dtype\":\"%s\",\"layout\":\"%s\",\"threads\":%d,\"ms_median\":%.6g,\"ms_min\":%.6g,\"reps\":%d,"
                "\"pool_slots\":%d,\"pool_mb\":%.1f,\"gflops\":%.6g,\"gbps\":%.6g,\"peak_gflops\":%.6g,\"peak_gbps\":%.6g,"
                "\"pct_peak_gflops\":%.2f,\"pct_peak_gbps\":%.2f,\"floor_ms\":%.6g,\"bitwise_equal_ref\":%s,\"device\":\"%s\"}\n",
                gpu ? "cuda" : "cpu", r->kernel, mode, (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
-               (long long)a->Dk, (long long)a->Dv, tool_dtype_name(a->dtype), gpu ? 1 : gdn_cpu_threads(), r->ms_median,
+               (long long)a->Dk, (long long)a->Dv, tool_dtype_name(a->dtype), a->state_layout == GDN_STATE_KV ? "kv" : "vk",
+               gpu ? 1 : gdn_cpu_threads(), r->ms_median,
                r->ms_min, r->reps, r->slots, (double)r->slots * (double)slot_bytes(c) / 1048576.0, gflops, gbps, peak_gflops,
                peak_gbps, 100.0 * gflops / peak_gflops, 100.0 * gbps / peak_gbps, floor_ms, eq,
                gpu ? tool_cuda_device_name() : tool_cpu_model());
@@ -106,7 +108,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
  * number of kernels that differ from ref or failed. */
 static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t T, const bench_floor *fl, uint64_t seed) {
     const tool_spec sp = {.B = B, .T = T, .Hk = HK, .Hv = HV, .Dk = D, .Dv = D, .dtype = o->dtype,
-                          .gate_kind = GDN_GATE_RAW, .beta_kind = GDN_BETA_LOGIT};
+                          .gate_kind = GDN_GATE_RAW, .beta_kind = GDN_BETA_LOGIT, .layout = o->layout};
     tool_case *slots = calloc(MAX_SLOTS, sizeof *slots);
     int n_slots = 0, failures = 0;
     void *y_ref = NULL, *y = NULL;
@@ -206,6 +208,7 @@ done:
 
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
+    o->layout = GDN_STATE_VK;
     for (int i = 0; i < argc; ++i) {
         if (strcmp(argv[i], "--json") == 0) {
             o->json = 1;
@@ -223,6 +226,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
             else if (strcmp(d, "bf16") == 0) o->dtype = GDN_BF16;
             else if (strcmp(d, "f16") == 0) o->dtype = GDN_F16;
             else return 0;
+        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
+            const char *l = argv[++i];
+            if (strcmp(l, "vk") == 0) o->layout = GDN_STATE_VK;
+            else if (strcmp(l, "kv") == 0) o->layout = GDN_STATE_KV;
+            else return 0;
         } else {
             return 0;
         }
@@ -234,10 +242,11 @@ int tool_bench(int argc, char **argv) {
     bench_opts o;
     if (!parse(argc, argv, &o)) {
         fprintf(stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
+                        "                 [--layout vk|kv]\n"
                         "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
                         "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
                         "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
-                        "  object per line on stdout\n");
+                        "  object per line on stdout; --layout: the state layout (default vk)\n");
         return 2;
     }
     if (o.kernel) {
@@ -265,8 +274,8 @@ int tool_bench(int argc, char **argv) {
                fl.cpu_gflops, fl.cpu_gbps);
         if (fl.gpu_gflops > 0.0)
             printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
-        printf("Hk=%d Hv=%d Dk=Dv=%d %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
-               HK, HV, D, tool_dtype_name(o.dtype));
+        printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
+               HK, HV, D, tool_dtype_name(o.dtype), o.layout == GDN_STATE_KV ? "KV" : "VK");
         printf("%-7s %4s %5s  %-18s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
                "ms median", "GFLOP/s", "%peak", "GB/s", "%bw", "floor ms", "/floor", "==ref", "pool");
     }
