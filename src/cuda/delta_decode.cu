@@ -137,7 +137,8 @@ __device__ __forceinline__ void gdn_dec_chunk(float (&x)[C], const unsigned char
 /* The contract's butterfly over the warp for 8 columns' lane partials p[0..7], run transposed: at level m = 1, 2, 4
  * a lane keeps half of its columns and gives the other half to lane l xor m, adding the partner's values of the
  * columns it keeps (p_l + p_(l xor m), exactly the butterfly's addition); levels 8 and 16 are the plain butterfly.
- * 9 shuffles instead of 40. Returns the tree of column gdn_dec_col(lane); every lane with the same l mod 8 holds it. */
+ * 9 shuffles instead of 40. Returns the tree of column gdn_dec_col(lane); every lane with the same l mod 8 holds it.
+ * gdn_dec_col reverses the 3 low bits, so it is its own inverse: lane gdn_dec_col(n) < 8 holds column n. */
 __device__ __forceinline__ int gdn_dec_col(int lane) { return 4 * (lane & 1) + 2 * ((lane >> 1) & 1) + ((lane >> 2) & 1); }
 
 /* NT such trees at once, level by level (their shuffles in flight together): r[x] = the tree of p[x]. */
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             const float d_col = VEC ? __fmul_rn(__fsub_rn(v, r[0]), beta) : __fmul_rn(__fsub_rn(v, __fmul_rn(g, r[0])), beta);
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-                const float d = __shfl_sync(GDN_FULL_MASK, d_col, ((n >> 2) & 1) | (((n >> 1) & 1) << 1) | ((n & 1) << 2));
+                const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_dec_col(n));
                 o[n] = 0.0f;
 #pragma unroll
                 for (int e = 0; e < C; ++e) {
@@ -453,7 +454,7 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
     /* blocks per SM for a ring depth: cached per depth as (bytes << 32 | blocks) in one word, so a thread never
      * pairs a size with another size's count */
     static uint64_t occupancy[5] = {0, 0, 0, 0, 0};
-    int bytes = 0, per_sm = 0, dev = 0, sms = 0;
+    int bytes = 0, per_sm = 0;
     auto size_ring = [&](int depth) -> gdn_status {
         bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 4 * 8;
         if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
@@ -468,8 +469,8 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
         }
         return GDN_OK;
     };
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return GDN_ERR_DEVICE;
+    const int sms = gdn_cuda_sm_count();
+    if (sms < 1) return GDN_ERR_DEVICE;
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
     auto grid_of = [&]() {
         int64_t g = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;

@@ -255,11 +255,7 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
  * loading straight into registers, 3.0 us on the H200 against 3.9 for the streamed kernel, whose one item per block
  * has nothing to overlap (docs/GPU_NOTES.md). Else the streamed kernel where it applies, else warps of 8 columns. */
 static int gdn_decode_few_items(const gdn__problem *p) {
-    int dev = 0, sms = 0;
-    if (p->a.T != 1 || p->a.state_layout != GDN_STATE_VK || cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
-    return p->a.B * p->a.Hv * (p->a.Dv / 32) <= sms;
+    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && p->a.B * p->a.Hv * (p->a.Dv / 32) <= gdn_cuda_sm_count();
 }
 
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {

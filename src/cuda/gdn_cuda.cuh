@@ -221,6 +221,14 @@ static inline int gdn_staged_tensors_aligned16(const gdn_delta_args *a) {
            gdn_aligned16(a->state_out);
 }
 
+/* Streaming multiprocessors of the current device, 0 if the query fails. */
+static inline int gdn_cuda_sm_count(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return sms;
+}
+
 /* Largest dynamic shared memory a block may use on the current device, read once (48 KB if the query fails). */
 static inline int gdn_cuda_smem_optin(void) {
     static int bytes = -1;
