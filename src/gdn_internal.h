@@ -45,7 +45,7 @@ int gdn__packed_enabled(void); /* GDN_PACKED, read once: 0 disables every packed
 gdn_status gdn__delta_ref(const gdn__problem *p);           /* src/ref/ref.c: the contract, scalar */
 gdn_status gdn__delta_portable(const gdn__problem *p);      /* src/cpu/delta_portable.c: blocked, any ISA */
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p);   /* src/cpu/delta_avx2.c: AVX2 + FMA */
-gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/cpu/decode_avx2.c: AVX2 + FMA, VK, T <= 2 */
+gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/cpu/decode_avx2.c: AVX2 + FMA, Dk = 128, T <= 2 */
 int gdn__decode_avx2_eligible(const gdn__problem *p);
 int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/cpu_features.c */
 

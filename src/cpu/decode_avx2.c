@@ -54,6 +54,40 @@ static inline __attribute__((always_inline)) float dec_tree(const __m256 *p) {
     return (dec_group_tree(p[0]) + dec_group_tree(p[1])) + (dec_group_tree(p[2]) + dec_group_tree(p[3]));
 }
 
+/* One (b, h)'s token rows as f32, for both layouts: k (update), kk (the kv key: k, or g_i k_i rounded with the
+ * vector gate), q, the vector gate row g (NULL otherwise), scalar gate and beta. */
+typedef struct dec_rows {
+    _Alignas(32) float k[DEC_DK];
+    _Alignas(32) float kk[DEC_DK];
+    _Alignas(32) float q[DEC_DK];
+    const float *g;
+    float gate, beta;
+    int live;
+} dec_rows;
+
+/* The token rows of (b, h). */
+static void dec_token_rows(const gdn_delta_args *a, int64_t group, int64_t b, int64_t h, dec_rows *tok) {
+    const int64_t hk = h / group;
+    for (int64_t t = 0; t < a->T; ++t) {
+        dec_rows *tk = &tok[t];
+        tk->live = gdn__token_live(a, b, t);
+        if (!tk->live) continue;
+        const int64_t qk = ((b * a->T + t) * a->Hk + hk) * DEC_DK;
+        gdn__load_row(tk->k, a->k, a->dtype, qk, DEC_DK);
+        gdn__load_row(tk->q, a->q, a->dtype, qk, DEC_DK);
+        if (a->gate_kind == GDN_GATE_VECTOR) {
+            tk->g = a->gate + ((b * a->T + t) * a->Hv + h) * DEC_DK;
+            for (int i = 0; i < DEC_DK; ++i) tk->kk[i] = tk->g[i] * tk->k[i];
+            tk->gate = 0.0f; /* unused */
+        } else {
+            memcpy(tk->kk, tk->k, sizeof tk->kk);
+            tk->g = NULL;
+            tk->gate = gdn__scalar_gate(a, b, t, h);
+        }
+        tk->beta = gdn__beta(a, b, t, h);
+    }
+}
+
 /* One token's rows, transposed like the state: w[n * 4 + e] for group n (k: the update's k; kk: the key of the kv
  * dot, g_i k_i rounded with the vector gate; q; g: the vector gate). */
 typedef struct dec_token {
@@ -79,31 +113,23 @@ static void dec_item(void *ctx, int64_t item, int worker) {
     (void)worker;
     const gdn__problem *p = ((const dec_job *)ctx)->p;
     const gdn_delta_args *a = &p->a;
-    const int64_t b = item / a->Hv, h = item % a->Hv, hk = h / p->group, Dv = a->Dv, T = a->T;
+    const int64_t b = item / a->Hv, h = item % a->Hv, Dv = a->Dv, T = a->T;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     _Alignas(32) dec_token tok[DEC_TMAX];
-    _Alignas(32) float row[DEC_DK];
-    /* the tokens' rows: k, q (and the vector gate, g k) as f32, transposed */
+    dec_rows rows[DEC_TMAX];
+    /* the tokens' rows, transposed */
+    dec_token_rows(a, p->group, b, h, rows);
     for (int64_t t = 0; t < T; ++t) {
         dec_token *tk = &tok[t];
-        tk->live = gdn__token_live(a, b, t);
+        const dec_rows *r = &rows[t];
+        tk->live = r->live;
         if (!tk->live) continue;
-        const int64_t qk = ((b * T + t) * a->Hk + hk) * DEC_DK;
-        gdn__load_row(row, a->k, a->dtype, qk, DEC_DK);
-        dec_row(tk->k, row);
-        if (vgate) {
-            const float *g = a->gate + ((b * T + t) * a->Hv + h) * DEC_DK;
-            for (int i = 0; i < DEC_DK; ++i) row[i] = g[i] * row[i];
-            dec_row(tk->kk, row);
-            dec_row(tk->g, g);
-            tk->gate = 0.0f; /* unused */
-        } else {
-            memcpy(tk->kk, tk->k, sizeof tk->k);
-            tk->gate = gdn__scalar_gate(a, b, t, h);
-        }
-        gdn__load_row(row, a->q, a->dtype, qk, DEC_DK);
-        dec_row(tk->q, row);
-        tk->beta = gdn__beta(a, b, t, h);
+        dec_row(tk->k, r->k);
+        dec_row(tk->kk, r->kk);
+        dec_row(tk->q, r->q);
+        if (vgate) dec_row(tk->g, r->g);
+        tk->gate = r->gate;
+        tk->beta = r->beta;
     }
     const __m256 zero = _mm256_setzero_ps();
     const float *sin = a->state_in ? a->state_in + (b * a->Hv + h) * Dv * DEC_DK : NULL;
@@ -192,17 +218,6 @@ static void dec_item(void *ctx, int64_t item, int worker) {
 #define KV_NV 2 /* vectors per row of a block */
 #define KV_ITEMS_PER_THREAD 8
 
-/* One (b, h)'s token rows as f32: k (update), kk (kv key: k, or g_i k_i with the vector gate), q, the vector
- * gate row g (NULL otherwise), scalar gate and beta. */
-typedef struct kv_token {
-    _Alignas(32) float k[DEC_DK];
-    _Alignas(32) float kk[DEC_DK];
-    _Alignas(32) float q[DEC_DK];
-    const float *g;
-    float gate, beta;
-    int live;
-} kv_token;
-
 /* tree(S . w) over a block: src row i at src + i * ss (ss = 0: every row the same zero row). Prefetches the
  * lines pf[0 .. pfn), 64 bytes apart, spread over the sweep. */
 static __attribute__((noinline)) void kv_sweep_kv(const float *src, int64_t ss, const float *w, __m256 *out,
@@ -234,7 +249,7 @@ static __attribute__((noinline)) void kv_sweep_kv(const float *src, int64_t ss, 
 /* S' = fma(g, S, k_i d) (vector gate: g_i) from src into dst (row strides ss, ds; may be the same rows);
  * o = tree(S' . q); with wn: n = tree(S' . wn), the next live token's kv. */
 static inline __attribute__((always_inline)) void kv_sweep_update(const float *src, int64_t ss, float *dst, int64_t ds,
-                                                                  const kv_token *tk, const __m256 *d, const float *wn,
+                                                                  const dec_rows *tk, const __m256 *d, const float *wn,
                                                                   __m256 *o, __m256 *n, int vgate, int next) {
     __m256 po[5][KV_NV], pn[5][KV_NV];
     const __m256 gv = _mm256_set1_ps(tk->gate);
@@ -274,11 +289,11 @@ static inline __attribute__((always_inline)) void kv_sweep_update(const float *s
     }
 }
 
-typedef void (*kv_update_fn)(const float *src, int64_t ss, float *dst, int64_t ds, const kv_token *tk, const __m256 *d,
+typedef void (*kv_update_fn)(const float *src, int64_t ss, float *dst, int64_t ds, const dec_rows *tk, const __m256 *d,
                              const float *wn, __m256 *o, __m256 *n);
 #define KV_UPDATE_FN(name, vgate, next)                                                                          \
     static __attribute__((noinline)) void name(const float *src, int64_t ss, float *dst, int64_t ds,              \
-                                               const kv_token *tk, const __m256 *d, const float *wn, __m256 *o,   \
+                                               const dec_rows *tk, const __m256 *d, const float *wn, __m256 *o,   \
                                                __m256 *n) {                                                      \
         kv_sweep_update(src, ss, dst, ds, tk, d, wn, o, n, vgate, next);                                          \
     }
@@ -292,29 +307,6 @@ typedef struct kv_job {
     int64_t blocks, heads, items; /* column blocks per head; B * Hv; work items (runs of heads) */
 } kv_job;
 
-/* The token rows of (b, h). */
-static void kv_tokens(const gdn_delta_args *a, int64_t group, int64_t b, int64_t h, kv_token *tok) {
-    const int64_t hk = h / group;
-    for (int64_t t = 0; t < a->T; ++t) {
-        kv_token *tk = &tok[t];
-        tk->live = gdn__token_live(a, b, t);
-        if (!tk->live) continue;
-        const int64_t qk = ((b * a->T + t) * a->Hk + hk) * DEC_DK;
-        gdn__load_row(tk->k, a->k, a->dtype, qk, DEC_DK);
-        gdn__load_row(tk->q, a->q, a->dtype, qk, DEC_DK);
-        if (a->gate_kind == GDN_GATE_VECTOR) {
-            tk->g = a->gate + ((b * a->T + t) * a->Hv + h) * DEC_DK;
-            for (int i = 0; i < DEC_DK; ++i) tk->kk[i] = tk->g[i] * tk->k[i];
-            tk->gate = 0.0f; /* unused */
-        } else {
-            memcpy(tk->kk, tk->k, sizeof tk->kk);
-            tk->g = NULL;
-            tk->gate = gdn__scalar_gate(a, b, t, h);
-        }
-        tk->beta = gdn__beta(a, b, t, h);
-    }
-}
-
 /* Heads [h0, h1) of the B * Hv heads, block after block. Their state is one stretch of memory, prefetched in
  * address order a head ahead of the block being computed: 128 lines per block (at least a head per head). */
 static void kv_item(void *ctx, int64_t item, int worker) {
@@ -327,7 +319,7 @@ static void kv_item(void *ctx, int64_t item, int worker) {
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     static const float zero_row[KV_W] __attribute__((aligned(32)));
     _Alignas(32) float buf[DEC_DK * KV_W]; /* a tail block, a state between two tokens, the state with no state_out */
-    kv_token tok[DEC_TMAX];
+    dec_rows tok[DEC_TMAX];
     /* the prefetch stream: [pf, pf_end) of state_in, the first head now */
     const char *pf = a->state_in ? (const char *)(a->state_in + bh0 * head) : NULL;
     const char *pf_end = a->state_in ? (const char *)(a->state_in + bh1 * head) : NULL;
@@ -337,7 +329,7 @@ static void kv_item(void *ctx, int64_t item, int worker) {
         const int64_t bh = x / job->blocks, b = bh / a->Hv, h = bh % a->Hv, j0 = x % job->blocks * KV_W;
         const int nc = Dv - j0 < KV_W ? (int)(Dv - j0) : KV_W;
         const int64_t off = bh * head + j0;
-        if (j0 == 0) kv_tokens(a, p->group, b, h, tok);
+        if (j0 == 0) dec_token_rows(a, p->group, b, h, tok);
         /* the block's rows: src (state_in, the zero row, or the padded copy) and the final state's dst */
         const float *src = a->state_in ? a->state_in + off : zero_row;
         int64_t ss = a->state_in ? Dv : 0, ds = a->state_out ? Dv : KV_W;
@@ -363,7 +355,7 @@ static void kv_item(void *ctx, int64_t item, int worker) {
             __m256 kv[KV_NV];
             kv_sweep_kv(src, ss, tok[live[0]].kk, kv, pf, pfn);
             for (int m = 0; m < n; ++m) {
-                const kv_token *tk = &tok[live[m]];
+                const dec_rows *tk = &tok[live[m]];
                 const int64_t yv = ((b * T + live[m]) * a->Hv + h) * Dv + j0;
                 /* d = (v - g kv) beta (vector gate: (v - kv) beta); columns past Dv get v = 0 */
                 _Alignas(32) float vr[KV_W];
