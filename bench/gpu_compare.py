@@ -231,7 +231,7 @@ def main():
                     continue
                 outs[vname] = (y.clone(), st.clone())
                 sec = time_calls(fns)
-                record(vname if kernel is not None or vname != "routed" else "routed=" + routed_name, lname, sec[:3], sec[3])
+                record("routed=" + routed_name if vname == "routed" else vname, lname, sec[:3], sec[3])
             base = outs.get("routed")
             if base is not None:
                 same = all(torch.equal(o[0], base[0]) and torch.equal(o[1], base[1]) for o in outs.values())
