@@ -120,7 +120,7 @@ def profile(lib):
     """Two plain calls (the second is the one to read) of the kernels worth a look, for ncu."""
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    for B, T, layout, kernel, var in ((1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
+    for B, T, layout, kernel, var in ((1, 2048, gdn.STATE_KV, "cuda_packed", 0), (1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
                                       (256, 1, gdn.STATE_VK, "cuda_decode", 32), (1, 1, gdn.STATE_VK, "cuda_decode", 32)):
         s = make_set(B, T, gen)
         y = torch.empty(B, T, HV, D, dtype=torch.bfloat16, device="cuda")
@@ -203,7 +203,7 @@ def main():
         # lost in earlier runs: docs/GPU_NOTES.md)
         variants = [("routed", None, 0)]
         variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
-        variants += [("cuda_packed/v0", "cuda_packed", 0)]
+        variants += [("cuda_packed/v0", "cuda_packed", 0)] + ([("cuda_packed/v2", "cuda_packed", 2)] if T > 1 else [])
         variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (1, 2, 4, 8, 32, 102, 104, 332, 432)] if T <= 7 else []
         variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 else []
         variants += [("routed_last", None, 0)]  # the routed call again, measured last: an order effect shows here

@@ -82,15 +82,19 @@ profile_kernel() {
         > "$OUT/$1_details.txt" 2>&1
 }
 if [[ $MODE == profile ]]; then
-    # PROFILE=rowsplit|decode|all (default all): which kernels to profile
+    # PROFILE=packed|rowsplit|decode|all (default all): which kernels to profile
     t0=$(date +%s)
-    if [[ ${PROFILE:-all} != decode ]]; then
+    if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == packed ]]; then
+        # packed v0 (L=4), T=2048, KV
+        profile_kernel packed gdn_delta_packed "stall|inst_executed|issue_active|l1tex__data_pipe_lsu_wavefronts_mem_shared|smsp__inst_executed_pipe"
+    fi
+    if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == rowsplit ]]; then
         # rowsplit W=4, T=2048, KV
         profile_kernel rowsplit gdn_delta_rowsplit "stall|inst_executed|issue_active"
         cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
             > "$OUT/rowsplit_w4.sass" 2>&1
     fi
-    if [[ ${PROFILE:-all} != rowsplit ]]; then
+    if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == decode ]]; then
         # the streamed decode at B=256, T=1, VK
         profile_kernel decode gdn_delta_decode "stall|inst_executed|issue_active|dram__|lts__t_sectors"
     fi

@@ -3,69 +3,123 @@
  * L lanes serve one column; lane r (0 <= r < L) of a column plays the contract's lanes r*N .. r*N+N-1 (N = 32/L),
  * so it keeps E = N*C consecutive key rows S[r*E .. r*E+E-1][j] (C = Dk/32) of each of its P columns. A warp
  * holds N*P columns; lane = r*N + (column slot). The contract's butterfly splits in two: levels m = 1 .. N/2
- * combine partials inside the lane (gdn_reg_tree), levels m = N .. 16 are shuffles xor m, which pair lanes of
- * one column. The result is the contract's tree, so y and S equal ref's bit for bit.
+ * combine partials inside the lane (gdn_reg_tree), levels m = N .. 16 pair the column's L lanes (lane r with
+ * r xor m/N). The kv tree takes those levels as shuffles; the readout's lane partials go to shared memory and
+ * the block adds them (gdn_reg_tree over r) at the end of each chunk, off the token chain. The result is the
+ * contract's tree, so y and S equal ref's bit for bit.
  *
- * Per token t, per column j (k_t held in registers from the previous token):
- *     kv_j  = tree(S[:,j], k_t)     (partials computed while updating token t-1)
+ * Per live token t, per column j (kv partials of t computed while updating token t-1):
+ *     kv_j  = tree(S[:,j], k_t)
  *     d_j   = (v_j - g kv_j) beta
- *     S[i][j] = fmaf(g, S[i][j], k_t,i d_j);  o partial fmaf(S, q_t,i);  next kv partial fmaf(S, k_t+1,i)
- *     y_j   = tree(o) * scale
+ *     S[i][j] = fmaf(g, S[i][j], k_t,i d_j);  next kv partial fmaf(S, k_t+1,i)
+ *     y_j   = tree(S[:,j], q_t) * scale    (lane partials after the update, the tree's top and y at the chunk end)
  * (vector gate: g_i in the update, g_t+1,i k_t+1,i rounded in the next kv, d = (v - kv) beta.)
+ * A masked token keeps S, recomputes the next kv partials and gets y = 0.
+ *
+ * The token chain (kv tree, delta, update, next kv partials) is the time per token, so the rest is kept off it:
+ * the token's scalars (g, beta, live) are read a token ahead; the readout of token t is issued beside the kv tree of
+ * token t+1 (the compiler interleaves them); tokens run in pairs so that the two k rows in registers swap roles
+ * without copies; the f32 rows in shared memory are padded so that a warp's row loads meet no bank conflict.
  *
  * A block (W warps, CB = W*N*P columns of one (b, h)) stages the window's inputs by chunks of tc tokens:
  * cp.async copies the next chunk's q, k (one token more), v, and vector gate rows into a raw area while the
- * warps run the current chunk from the f32 area; then the raw chunk is converted to f32 (and the chunk's gates,
- * betas and mask bits computed, one token per thread) between two barriers. */
+ * warps run the current chunk from the f32 area; at the chunk's end the block writes the chunk's y rows, then
+ * converts the raw chunk to f32 and computes its gates, betas and mask bits (one token per thread). */
 #include "gdn_cuda.cuh"
 
-/* Shared-memory layout of one block, in bytes (16-byte aligned pieces). */
+/* Shared-memory layout of one block, in bytes (16-byte aligned pieces). The f32 q, k and gate rows are padded: lane r
+ * of a column reads the E keys r*E .. r*E+E-1 of a row, so each such segment is followed by 4 unused floats
+ * (row stride Dk + 4L), which puts the L segments a warp reads at once in different banks. */
 struct gdn_packed_smem {
-    int qs, ks, vs, gvs, gs, bs, ls; /* f32 area: q [tc][Dk], k [tc+1][Dk], v [tc][CB], gate rows, g, beta, live */
-    int qr, kr, vr, gvr;              /* raw area: the same rows in the input dtype */
+    int qs, ks, vs, gvs, tok; /* f32 area: q [tc][RS], k [tc+1][RS], v [tc][CB], gate rows [tc+1][RS], (g, beta, live)
+                               * [tc+1] (the last slot is read a token ahead and never used) */
+    int qr, kr, vr, gvr;      /* raw area: the rows as they are in memory, in the input dtype */
+    int yp;                   /* readout lane partials [tc][CB][L] */
     int total;
 };
 
 static __host__ __device__ __forceinline__ int gdn_al16(int x) { return (x + 15) & ~15; }
 
-static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int Dk, int CB, int tc, int ds, bool vec) {
+static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int Dk, int CB, int L, int tc, int ds,
+                                                                             bool vec) {
+    const int rs = Dk + 4 * L;
     gdn_packed_smem m;
     int o = 0;
-    m.qs = o; o = gdn_al16(o + tc * Dk * 4);
-    m.ks = o; o = gdn_al16(o + (tc + 1) * Dk * 4);
+    m.qs = o; o = gdn_al16(o + tc * rs * 4);
+    m.ks = o; o = gdn_al16(o + (tc + 1) * rs * 4);
     m.vs = o; o = gdn_al16(o + tc * CB * 4);
-    m.gvs = o; o = gdn_al16(o + (vec ? (tc + 1) * Dk * 4 : 0));
-    m.gs = o; o = gdn_al16(o + tc * 4);
-    m.bs = o; o = gdn_al16(o + tc * 4);
-    m.ls = o; o = gdn_al16(o + tc * 4);
+    m.gvs = o; o = gdn_al16(o + (vec ? (tc + 1) * rs * 4 : 0));
+    m.tok = o; o = gdn_al16(o + (tc + 1) * 16);
     m.qr = o; o = gdn_al16(o + tc * Dk * ds);
     m.kr = o; o = gdn_al16(o + (tc + 1) * Dk * ds);
     m.vr = o; o = gdn_al16(o + tc * CB * ds);
     m.gvr = o; o = gdn_al16(o + (vec ? (tc + 1) * Dk * 4 : 0));
+    m.yp = o; o = gdn_al16(o + tc * CB * L * 4);
     m.total = o;
     return m;
 }
 
-/* The raw chunk (q tcn rows, k nk rows, v tcn rows of cbe columns with row stride CB) into the f32 area, 16 raw
- * bytes per step (row lengths are multiples of 8 elements). */
-template <int DT, int NT>
-__device__ __forceinline__ void gdn_convert_chunk(unsigned char *sm, const gdn_packed_smem &m, int Dk, int CB, int tcn,
-                                                  int nk, int cbe, bool vec) {
+/* n raw rows of DK elements into padded f32 rows: element (row, col) to row*(DK + 4L) + col + 4*(col / E); 16 raw
+ * bytes per step (E is a multiple of 4, so each float4 stays inside one segment). */
+template <int DT, int NT, int DK, int L>
+__device__ __forceinline__ void gdn_convert_padded(float *dst, const unsigned char *raw, int rows) {
+    constexpr int VE = DT == GDN_F32 ? 4 : 8, E = DK / L, RS = DK + 4 * L;
+#pragma unroll 4
+    for (int i = threadIdx.x * VE; i < rows * DK; i += NT * VE) {
+        float f[8];
+        gdn_unpack16<DT>(raw, i, f);
+#pragma unroll
+        for (int h = 0; h < VE; h += 4) {
+            const int col = (i + h) % DK, at = (i + h) / DK * RS + col + 4 * (col / E);
+            *(float4 *)(dst + at) = make_float4(f[h], f[h + 1], f[h + 2], f[h + 3]);
+        }
+    }
+}
+
+/* The raw chunk (q tcn rows, k nk rows, gate rows nk, v tcn rows of cbe columns with row stride CB) into the f32 area. */
+template <int DT, int NT, int DK, int L>
+__device__ __forceinline__ void gdn_convert_chunk(unsigned char *sm, const gdn_packed_smem &m, int CB, int tcn, int nk,
+                                                  int cbe, bool vec) {
     constexpr int VE = DT == GDN_F32 ? 4 : 8;
-    float *qs = (float *)(sm + m.qs), *ks = (float *)(sm + m.ks), *vs = (float *)(sm + m.vs);
-    for (int i = threadIdx.x * VE; i < tcn * Dk; i += NT * VE) gdn_cvt16<DT>(qs, sm + m.qr, i);
-    for (int i = threadIdx.x * VE; i < nk * Dk; i += NT * VE) gdn_cvt16<DT>(ks, sm + m.kr, i);
+    gdn_convert_padded<DT, NT, DK, L>((float *)(sm + m.qs), sm + m.qr, tcn);
+    gdn_convert_padded<DT, NT, DK, L>((float *)(sm + m.ks), sm + m.kr, nk);
+    float *vs = (float *)(sm + m.vs);
     for (int i = threadIdx.x * VE; i < tcn * CB; i += NT * VE)
         if (i % CB < cbe) gdn_cvt16<DT>(vs, sm + m.vr, i);
-    if (vec) {
-        float *gvs = (float *)(sm + m.gvs);
-        for (int i = threadIdx.x * 4; i < nk * Dk; i += NT * 4) gdn_cvt16<GDN_F32>(gvs, sm + m.gvr, i);
+    if (vec) gdn_convert_padded<GDN_F32, NT, DK, L>((float *)(sm + m.gvs), sm + m.gvr, nk);
+}
+
+/* n consecutive floats of a shared-memory row (16-byte aligned) into registers. */
+template <int n>
+__device__ __forceinline__ void gdn_pk_row(float *dst, const float *row) {
+#pragma unroll
+    for (int e = 0; e < n; e += 4) {
+        const float4 x = *(const float4 *)(row + e);
+        dst[e] = x.x; dst[e + 1] = x.y; dst[e + 2] = x.z; dst[e + 3] = x.w;
+    }
+}
+
+/* The y rows of a finished chunk: y[row0 + tt*row_step + c] = tree over the L lane partials of (tt, c) * scale, or 0
+ * for a masked token. Thread x takes column x % CB of every (NT/CB)-th token. */
+template <int DT, int NT, int L, int CB>
+__device__ __forceinline__ void gdn_packed_write_y(void *y, int64_t row0, int64_t row_step, const float *yp,
+                                                   const float4 *tok, int tcn, int cbe, float scale) {
+    static_assert(NT % CB == 0, "whole token rows per pass");
+    const int c = threadIdx.x % CB;
+    if (c >= cbe) return;
+#pragma unroll 4
+    for (int tt = threadIdx.x / CB; tt < tcn; tt += NT / CB) {
+        float x[L];
+#pragma unroll
+        for (int l = 0; l < L; ++l) x[l] = yp[(tt * CB + c) * L + l];
+        const float out = tok[tt].z != 0.0f ? __fmul_rn(gdn_reg_tree<L>(x), scale) : 0.0f;
+        gdn_st_dt<DT>(y, row0 + tt * row_step + c, out);
     }
 }
 
 template <int L, int P, int C, bool VEC, int W>
 __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_args a, int tc) {
-    constexpr int NT = W * 32, N = 32 / L, E = N * C, CW = N * P, CB = W * CW, DK = 32 * C;
+    constexpr int NT = W * 32, N = 32 / L, E = N * C, CW = N * P, CB = W * CW, DK = 32 * C, RS = DK + 4 * L;
     constexpr int NSC = (3 * 64 + NT - 1) / NT; /* scalar inputs (gate, beta, mask) per thread per chunk of <= 64 */
     static_assert(E % 4 == 0, "a lane's rows come in float4s");
     extern __shared__ __align__(16) unsigned char sm[];
@@ -81,10 +135,11 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     const int64_t sbase = bh * DK * a.Dv;
     const bool vk = a.layout == GDN_STATE_VK;
     const int ds = a.dtype == GDN_F32 ? 4 : 2;
-    const gdn_packed_smem m = gdn_packed_layout(DK, CB, tc, ds, VEC);
+    const gdn_packed_smem m = gdn_packed_layout(DK, CB, L, tc, ds, VEC);
     const float *qs = (const float *)(sm + m.qs), *ks = (const float *)(sm + m.ks), *vs = (const float *)(sm + m.vs);
-    const float *gvs = (const float *)(sm + m.gvs), *gs = (const float *)(sm + m.gs), *bs = (const float *)(sm + m.bs);
-    const int *ls = (const int *)(sm + m.ls);
+    const float *gvs = (const float *)(sm + m.gvs);
+    const float4 *tok = (const float4 *)(sm + m.tok);
+    float *yp = (float *)(sm + m.yp);
 
     /* chunk [t0, t0 + tcn): async copies of q, k (+1 token), v, gate rows; scalars into registers */
     float sc[NSC];
@@ -110,22 +165,36 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             else if (kind == 2) sc[u] = a.mask == NULL || a.mask[b * a.T + t0 + tt] != 0 ? 1.0f : 0.0f;
         }
     };
-    /* after issue(t0, tcn) and a barrier-free wait: the f32 area of the chunk */
-    auto land = [&](int64_t t0, int tcn) {
+    /* The y rows of the finished chunk [t0, t0 + tcn) */
+    auto write_y = [&](int64_t t0, int tcn) {
+        const int64_t row0 = ((b * a.T + t0) * a.Hv + h) * a.Dv + j0, row_step = a.Hv * a.Dv;
+        switch (a.dtype) {
+        case GDN_F16: gdn_packed_write_y<GDN_F16, NT, L, CB>(a.y, row0, row_step, yp, tok, tcn, cbe, a.scale); break;
+        case GDN_BF16: gdn_packed_write_y<GDN_BF16, NT, L, CB>(a.y, row0, row_step, yp, tok, tcn, cbe, a.scale); break;
+        default: gdn_packed_write_y<GDN_F32, NT, L, CB>(a.y, row0, row_step, yp, tok, tcn, cbe, a.scale); break;
+        }
+    };
+    /* after issue(t0, tcn): the f32 area of the chunk (the y rows of the chunk before it written first) */
+    auto land = [&](int64_t t0, int tcn, int64_t t0_done, int tcn_done) {
         gdn_cp_wait_all();
         __syncthreads(); /* every copy landed; every warp is done with the previous chunk */
+        if (tcn_done > 0) {
+            write_y(t0_done, tcn_done);
+            __syncthreads(); /* its scalars are read until here */
+        }
         const int nk = a.T - t0 < tcn + 1 ? (int)(a.T - t0) : tcn + 1;
         switch (a.dtype) {
-        case GDN_F16: gdn_convert_chunk<GDN_F16, NT>(sm, m, DK, CB, tcn, nk, cbe, VEC); break;
-        case GDN_BF16: gdn_convert_chunk<GDN_BF16, NT>(sm, m, DK, CB, tcn, nk, cbe, VEC); break;
-        default: gdn_convert_chunk<GDN_F32, NT>(sm, m, DK, CB, tcn, nk, cbe, VEC); break;
+        case GDN_F16: gdn_convert_chunk<GDN_F16, NT, DK, L>(sm, m, CB, tcn, nk, cbe, VEC); break;
+        case GDN_BF16: gdn_convert_chunk<GDN_BF16, NT, DK, L>(sm, m, CB, tcn, nk, cbe, VEC); break;
+        default: gdn_convert_chunk<GDN_F32, NT, DK, L>(sm, m, CB, tcn, nk, cbe, VEC); break;
         }
 #pragma unroll
         for (int u = 0; u < NSC; ++u) {
             const int i = threadIdx.x + u * NT, kind = i / tcn, tt = i % tcn;
-            if (kind == 0 && !VEC) ((float *)(sm + m.gs))[tt] = gdn_gate_of(a, sc[u], h);
-            else if (kind == 1) ((float *)(sm + m.bs))[tt] = gdn_beta_of(a, sc[u]);
-            else if (kind == 2) ((int *)(sm + m.ls))[tt] = sc[u] != 0.0f;
+            float *slot4 = (float *)(sm + m.tok) + tt * 4;
+            if (kind == 0 && !VEC) slot4[0] = gdn_gate_of(a, sc[u], h);
+            else if (kind == 1) slot4[1] = gdn_beta_of(a, sc[u]);
+            else if (kind == 2) slot4[2] = sc[u];
         }
         __syncthreads();
     };
@@ -156,155 +225,113 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             for (int i = 0; i < 4; ++i) s[p][e + i] = x[i];
         }
     }
-    land(0, tc0);
+    land(0, tc0, 0, 0);
 
-    /* k of the current token, and the kv partials of the first token */
-    float kc[E], kvp[P][N];
+    /* kA: k of the current token (kB the next one's, loaded during the token); the kv partials of a token over its
+     * C keys ascending from +0, the N partials interleaved; sc4: the current token's (g, beta, live) */
+    float kA[E], kB[E], kvp[P][N];
+    auto kv_partials = [&](const float *kn, const float *gvn) {
+        float w[E];
 #pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-        for (int c = 0; c < N; ++c) kvp[p][c] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-        kc[e] = ks[r * E + e];
-        const float w = VEC ? __fmul_rn(gvs[r * E + e], kc[e]) : kc[e];
-#pragma unroll
-        for (int p = 0; p < P; ++p) kvp[p][e / C] = __fmaf_rn(s[p][e], w, kvp[p][e / C]);
-    }
-
-    /* The readout of a live token t runs at the top of the next live token, beside that token's kv butterfly
-     * (both read S after update t): y_t = tree(S . q_t) * scale, stored when `pend`. A masked token, the end of
-     * a chunk (its q rows are about to be overwritten) and the end of the window flush a pending readout. */
-    bool pend = false;
-    int pend_tt = 0;
-    int64_t pend_row = 0;
-    auto load_row = [&](float *dst, const float *row) {
-#pragma unroll
-        for (int e4 = 0; e4 < E; e4 += 4) {
-            const float4 x = *(const float4 *)(row + e4);
-            dst[e4] = x.x; dst[e4 + 1] = x.y; dst[e4 + 2] = x.z; dst[e4 + 3] = x.w;
-        }
-    };
-    auto readout_regs = [&](const float *qv, float *o) {
-        float op[P][N];
-        /* partial c sums its C keys ascending; the N partials (and P columns) interleave for ILP */
+        for (int e = 0; e < E; ++e) w[e] = VEC ? __fmul_rn(gvn[e], kn[e]) : kn[e];
 #pragma unroll
         for (int i = 0; i < C; ++i)
 #pragma unroll
             for (int c = 0; c < N; ++c)
 #pragma unroll
                 for (int p = 0; p < P; ++p)
-                    op[p][c] = __fmaf_rn(s[p][c * C + i], qv[c * C + i], i == 0 ? 0.0f : op[p][c]);
-#pragma unroll
-        for (int p = 0; p < P; ++p) o[p] = __fmul_rn(gdn_warp_tree<N>(gdn_reg_tree<N>(op[p])), a.scale);
+                    kvp[p][c] = __fmaf_rn(s[p][c * C + i], w[c * C + i], i == 0 ? 0.0f : kvp[p][c]);
     };
-    auto readout = [&](int qtt, float *o) {
-        float qv[E];
-        load_row(qv, qs + qtt * DK + r * E);
-        readout_regs(qv, o);
-    };
-    /* q of the pending token, loaded once its update is issued (registers), read by the next live token */
-    float q_pend[E];
+    gdn_pk_row<E>(kA, ks + r * (E + 4));
+    {
+        float gv0[E];
+        if (VEC) gdn_pk_row<E>(gv0, gvs + r * (E + 4));
+        kv_partials(kA, gv0);
+    }
+    float4 sc4 = tok[0];
+
+    /* The readout y_t = tree(S . q_t) after update t, at the end of the token beside the next token's kv tree:
+     * C keys ascending per contract lane from +0, levels 1 .. N/2 in registers, the lane partial to the chunk's
+     * readout slot. */
+    float qr[E];
+    auto readout = [&](float *yv) {
+        float op[P][N];
 #pragma unroll
-    for (int e = 0; e < E; ++e) q_pend[e] = 0.0f;
-    auto store_y = [&](bool on, int64_t row, const float *o) {
+        for (int i = 0; i < C; ++i)
 #pragma unroll
-        for (int p = 0; p < P; ++p)
-            if (on && r == 0 && jv[p]) gdn_st(a.y, a.dtype, row + p, o[p]);
+            for (int c = 0; c < N; ++c)
+#pragma unroll
+                for (int p = 0; p < P; ++p)
+                    op[p][c] = __fmaf_rn(s[p][c * C + i], qr[c * C + i], i == 0 ? 0.0f : op[p][c]);
+#pragma unroll
+        for (int p = 0; p < P; ++p) yv[p] = gdn_reg_tree<N>(op[p]);
     };
-    auto flush = [&]() {
-        if (!pend) return;
-        float o[P];
-        readout(pend_tt, o);
-        store_y(true, pend_row, o);
-        pend = false;
+    auto put_y = [&](int slot_t, const float *yv) {
+#pragma unroll
+        for (int p = 0; p < P; ++p) yp[((slot_t * CB) + jl + p) * L + r] = yv[p];
+    };
+
+
+    /* Token tt of the chunk: kc holds its k row; kn receives the next token's, qr its q row. */
+    auto step = [&](int tt, const float *kc, float *kn) {
+        const float4 sc_next = tok[tt + 1];
+        float gvn[E], v[P], delta[P], yv[P];
+#pragma unroll
+        for (int p = 0; p < P; ++p) v[p] = jv[p] ? vs[tt * CB + jl + p] : 0.0f;
+        /* kv, delta (for a masked token too: cheaper than a branch around the chain's first half) */
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+            const float kv = gdn_warp_tree<N>(gdn_reg_tree<N>(kvp[p]));
+            delta[p] = VEC ? __fmul_rn(__fsub_rn(v[p], kv), sc4.y) : __fmul_rn(__fsub_rn(v[p], __fmul_rn(sc4.x, kv)), sc4.y);
+        }
+        /* the next k row (for the kv partials) and q_t (for the readout); the compiler issues the loads early */
+        const int row = tt * RS + r * (E + 4);
+        gdn_pk_row<E>(kn, ks + row + RS);
+        if (VEC) gdn_pk_row<E>(gvn, gvs + row + RS);
+        gdn_pk_row<E>(qr, qs + row);
+        if (sc4.z != 0.0f) {
+            /* S = fmaf(g, S, k d) (vector gate: g_i) */
+#pragma unroll
+            for (int e4 = 0; e4 < E; e4 += 4) {
+                float gc[4] = {sc4.x, sc4.x, sc4.x, sc4.x};
+                if (VEC) {
+                    const float4 g4 = *(const float4 *)(gvs + tt * RS + r * (E + 4) + e4);
+                    gc[0] = g4.x; gc[1] = g4.y; gc[2] = g4.z; gc[3] = g4.w;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+#pragma unroll
+                    for (int p = 0; p < P; ++p)
+                        s[p][e4 + i] = __fmaf_rn(gc[i], s[p][e4 + i], __fmul_rn(kc[e4 + i], delta[p]));
+            }
+        }
+        kv_partials(kn, gvn); /* masked: S stays, y = 0 (write_y), the next kv from the same S */
+        readout(yv);
+        put_y(tt, yv);
+        sc4 = sc_next;
     };
 
     for (int64_t t0 = 0; t0 < a.T; t0 += tc) {
         const int tcn = a.T - t0 < tc ? (int)(a.T - t0) : tc;
         const bool more = t0 + tcn < a.T;
         if (more) issue(t0 + tcn, a.T - t0 - tcn < tc ? (int)(a.T - t0 - tcn) : tc);
-
-        int live = ls[0];
-        const int64_t y_step = a.Hv * a.Dv;
-        int64_t yrow = ((b * a.T + t0) * a.Hv + h) * a.Dv + j0 + jl;
-        for (int tt = 0; tt < tcn; ++tt, yrow += y_step) {
-            const float *knext = ks + (tt + 1) * DK + r * E;
-            const int live_next = tt + 1 < tcn ? ls[tt + 1] : 1;
-            if (!live) {
-                /* masked: S stays; y = 0; the kv partials of the next token from the same S */
-                flush();
-                const float zero[P] = {};
-                store_y(true, yrow, zero);
-#pragma unroll
-                for (int p = 0; p < P; ++p)
-#pragma unroll
-                    for (int c = 0; c < N; ++c) kvp[p][c] = 0.0f;
-#pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    kc[e] = knext[e];
-                    const float w = VEC ? __fmul_rn(gvs[(tt + 1) * DK + r * E + e], kc[e]) : kc[e];
-#pragma unroll
-                    for (int p = 0; p < P; ++p) kvp[p][e / C] = __fmaf_rn(s[p][e], w, kvp[p][e / C]);
-                }
-                live = live_next;
-                continue;
-            }
-            const float g = VEC ? 0.0f : gs[tt], beta = bs[tt];
-            float v[P];
-#pragma unroll
-            for (int p = 0; p < P; ++p) v[p] = jv[p] ? vs[tt * CB + jl + p] : 0.0f;
-            float kn[E];
-            load_row(kn, knext);
-            /* the previous token's readout (stale registers when none is pending: not stored) beside this token's
-             * kv tree */
-            float o[P], delta[P];
-            readout_regs(q_pend, o);
-#pragma unroll
-            for (int p = 0; p < P; ++p) {
-                const float kv = gdn_warp_tree<N>(gdn_reg_tree<N>(kvp[p]));
-                delta[p] = VEC ? __fmul_rn(__fsub_rn(v[p], kv), beta) : __fmul_rn(__fsub_rn(v[p], __fmul_rn(g, kv)), beta);
-            }
-            store_y(pend, pend_row, o);
-            /* S = fmaf(g, S, k d) (vector gate: g_i); the next token's kv partials from the new S, partial c over
-             * its C keys ascending, the N partials interleaved */
-            float wn[E];
-#pragma unroll
-            for (int e4 = 0; e4 < E; e4 += 4) {
-                float gc[4] = {g, g, g, g};
-                if (VEC) {
-                    const float4 g4 = *(const float4 *)(gvs + tt * DK + r * E + e4);
-                    gc[0] = g4.x; gc[1] = g4.y; gc[2] = g4.z; gc[3] = g4.w;
-                }
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-#pragma unroll
-                    for (int p = 0; p < P; ++p)
-                        s[p][e4 + i] = __fmaf_rn(gc[i], s[p][e4 + i], __fmul_rn(kc[e4 + i], delta[p]));
-                    kc[e4 + i] = kn[e4 + i];
-                    wn[e4 + i] = kn[e4 + i];
-                }
-                if (VEC) {
-                    const float4 n4 = *(const float4 *)(gvs + (tt + 1) * DK + r * E + e4);
-                    wn[e4] = __fmul_rn(n4.x, kn[e4]); wn[e4 + 1] = __fmul_rn(n4.y, kn[e4 + 1]);
-                    wn[e4 + 2] = __fmul_rn(n4.z, kn[e4 + 2]); wn[e4 + 3] = __fmul_rn(n4.w, kn[e4 + 3]);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < C; ++i)
-#pragma unroll
-                for (int c = 0; c < N; ++c)
-#pragma unroll
-                    for (int p = 0; p < P; ++p)
-                        kvp[p][c] = __fmaf_rn(s[p][c * C + i], wn[c * C + i], i == 0 ? 0.0f : kvp[p][c]);
-            load_row(q_pend, qs + tt * DK + r * E);
-            pend = true;
-            pend_tt = tt;
-            pend_row = yrow;
-            live = live_next;
+        int tt = 0;
+        for (; tt + 2 <= tcn; tt += 2) {
+            step(tt, kA, kB);
+            step(tt + 1, kB, kA);
         }
-        flush();
-        if (more) land(t0 + tcn, a.T - t0 - tcn < tc ? (int)(a.T - t0 - tcn) : tc);
+        if (tt < tcn) { /* an odd chunk (the window's last): kA takes the next token's k row */
+            step(tt, kA, kB);
+#pragma unroll
+            for (int e = 0; e < E; ++e) kA[e] = kB[e];
+        }
+        if (more) {
+            land(t0 + tcn, a.T - t0 - tcn < tc ? (int)(a.T - t0 - tcn) : tc, t0, tcn);
+            sc4 = tok[0];
+        } else {
+            __syncthreads();
+            write_y(t0, tcn);
+        }
     }
 
     if (!a.state_out) return;
@@ -331,8 +358,8 @@ static gdn_status gdn_launch_packed(const gdn__problem *p) {
     const int ds = (int)p->dtype_size, limit = gdn_cuda_smem_optin();
     int tc = 8; /* the smallest of 8, 16, 32, 64 tokens that holds the window: small windows, small blocks */
     while (tc < 64 && tc < a.T) tc *= 2;
-    while (tc > 4 && gdn_packed_layout(32 * C, CB, tc, ds, VEC).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
-    const int bytes = gdn_packed_layout(32 * C, CB, tc, ds, VEC).total;
+    while (tc > 4 && gdn_packed_layout(32 * C, CB, L, tc, ds, VEC).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
+    const int bytes = gdn_packed_layout(32 * C, CB, L, tc, ds, VEC).total;
     if (bytes > limit) return GDN_ERR_INELIGIBLE;
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W>, &smem_ok) != GDN_OK)

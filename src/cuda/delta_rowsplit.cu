@@ -88,14 +88,6 @@ __device__ __forceinline__ void gdn_rs_convert_chunk(unsigned char *sm, const gd
     gdn_rs_convert<DT, NT>((float *)(sm + m.vs), sm + m.vr, tcn * 32);
 }
 
-/* Stores x into y[idx], rounded to the dtype DT (nearest even). */
-template <int DT>
-__device__ __forceinline__ void gdn_rs_st(void *y, int64_t idx, float x) {
-    if (DT == GDN_F16) ((uint16_t *)y)[idx] = gdn__f32_to_f16(x);
-    else if (DT == GDN_BF16) ((uint16_t *)y)[idx] = gdn__f32_to_bf16(x);
-    else ((float *)y)[idx] = x;
-}
-
 /* n consecutive floats of a shared-memory row (16-byte aligned, every lane the same address) into registers. */
 template <int n>
 __device__ __forceinline__ void gdn_rs_row(float *dst, const float *row) {
@@ -279,7 +271,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
 #pragma unroll 2
         for (int tt = warp; tt < tcn; tt += W, yi += ystep) {
             const float y = tok[tt].z != 0.0f ? __fmul_rn(gdn_rs_cross<W>(outp + tt * NT, lane), a.scale) : 0.0f;
-            gdn_rs_st<DT>(a.y, yi, y);
+            gdn_st_dt<DT>(a.y, yi, y);
         }
     };
 

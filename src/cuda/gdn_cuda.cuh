@@ -47,11 +47,19 @@ __device__ __forceinline__ float gdn_ld(const void *base, int64_t idx) {
     return __ldg((const float *)base + idx);
 }
 
-/* Stores x into y[idx], rounded to the dtype (nearest even). */
-__device__ __forceinline__ void gdn_st(void *base, int dtype, int64_t idx, float x) {
-    if (dtype == GDN_F16) ((uint16_t *)base)[idx] = gdn__f32_to_f16(x);
-    else if (dtype == GDN_BF16) ((uint16_t *)base)[idx] = gdn__f32_to_bf16(x);
+/* Stores x into y[idx], rounded to the dtype DT (nearest even). */
+template <int DT>
+__device__ __forceinline__ void gdn_st_dt(void *base, int64_t idx, float x) {
+    if (DT == GDN_F16) ((uint16_t *)base)[idx] = gdn__f32_to_f16(x);
+    else if (DT == GDN_BF16) ((uint16_t *)base)[idx] = gdn__f32_to_bf16(x);
     else ((float *)base)[idx] = x;
+}
+
+/* The same with the dtype known at run time. */
+__device__ __forceinline__ void gdn_st(void *base, int dtype, int64_t idx, float x) {
+    if (dtype == GDN_F16) gdn_st_dt<GDN_F16>(base, idx, x);
+    else if (dtype == GDN_BF16) gdn_st_dt<GDN_BF16>(base, idx, x);
+    else gdn_st_dt<GDN_F32>(base, idx, x);
 }
 
 /* The scalar decay of a raw gate value x of head h (not for the vector gate). */
@@ -154,24 +162,31 @@ __device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_strid
     }
 }
 
-/* 16 raw bytes (4 f32 or 8 half/bfloat16 elements) from raw[i] to f32 at dst[i]. */
+/* 16 raw bytes at element i of raw (4 f32 or 8 half/bfloat16 elements) as f32 in f[0 .. 16/sizeof-1]. */
 template <int DT>
-__device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, int i) {
+__device__ __forceinline__ void gdn_unpack16(const unsigned char *raw, int i, float *f) {
     if (DT == GDN_F32) {
-        *(float4 *)(dst + i) = *(const float4 *)(raw + 4 * i);
+        const float4 x = *(const float4 *)(raw + 4 * i);
+        f[0] = x.x; f[1] = x.y; f[2] = x.z; f[3] = x.w;
         return;
     }
     const uint4 u = *(const uint4 *)(raw + 2 * i);
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-    float f[8];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         const uint16_t lo = (uint16_t)(w[e] & 0xffffu), hi = (uint16_t)(w[e] >> 16);
         f[2 * e] = DT == GDN_BF16 ? gdn__bf16_to_f32(lo) : gdn__f16_to_f32(lo);
         f[2 * e + 1] = DT == GDN_BF16 ? gdn__bf16_to_f32(hi) : gdn__f16_to_f32(hi);
     }
+}
+
+/* 16 raw bytes (4 f32 or 8 half/bfloat16 elements) from raw[i] to f32 at dst[i]. */
+template <int DT>
+__device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, int i) {
+    float f[8];
+    gdn_unpack16<DT>(raw, i, f);
     *(float4 *)(dst + i) = make_float4(f[0], f[1], f[2], f[3]);
-    *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    if (DT != GDN_F32) *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
 }
 
 /* Programmatic dependent launch (PDL). A kernel launched with gdn_launch_pdl may be scheduled while the kernel
