@@ -64,7 +64,7 @@ static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int
 template <int DT, int NT, int DK, int L>
 __device__ __forceinline__ void gdn_convert_padded(float *dst, const unsigned char *raw, int rows) {
     constexpr int VE = DT == GDN_F32 ? 4 : 8, E = DK / L, RS = DK + 4 * L;
-#pragma unroll 4
+#pragma unroll 8
     for (int i = threadIdx.x * VE; i < rows * DK; i += NT * VE) {
         float f[8];
         gdn_unpack16<DT>(raw, i, f);

@@ -155,10 +155,17 @@ __device__ __forceinline__ void gdn_cp_wait_all(void) { asm volatile("cp.async.w
 template <int NT>
 __device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_stride, const unsigned char *src,
                                                int64_t src_stride, int rows, int row_bytes) {
-    const int per_row = row_bytes / 16;
-    for (int i = threadIdx.x; i < rows * per_row; i += NT) {
-        const int r = i / per_row, c = i % per_row;
+    /* piece i = r * per_row + c, i = threadIdx.x, threadIdx.x + NT, ...: (r, c) advanced without a division per piece */
+    const int per_row = row_bytes / 16, step_r = NT / per_row, step_c = NT % per_row;
+    int r = threadIdx.x / per_row, c = threadIdx.x % per_row;
+    while (r < rows) {
         gdn_cp16(dst + r * dst_stride + c * 16, src + r * src_stride + c * 16);
+        r += step_r;
+        c += step_c;
+        if (c >= per_row) {
+            c -= per_row;
+            ++r;
+        }
     }
 }
 
