@@ -60,19 +60,22 @@ static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int
 }
 
 /* n raw rows of DK elements into padded f32 rows: element (row, col) to row*(DK + 4L) + col + 4*(col / E); 16 raw
- * bytes per step (E is a multiple of 4, so each float4 stays inside one segment). */
+ * bytes per piece (E is a multiple of 4, so each float4 stays inside one segment). A thread's pieces are NT*VE
+ * elements apart, a whole number of rows, so its columns stay the same and its rows advance by a constant. */
 template <int DT, int NT, int DK, int L>
 __device__ __forceinline__ void gdn_convert_padded(float *dst, const unsigned char *raw, int rows) {
-    constexpr int VE = DT == GDN_F32 ? 4 : 8, E = DK / L, RS = DK + 4 * L;
-#pragma unroll 8
-    for (int i = threadIdx.x * VE; i < rows * DK; i += NT * VE) {
+    constexpr int VE = DT == GDN_F32 ? 4 : 8, E = DK / L, RS = DK + 4 * L, STEP = NT * VE;
+    static_assert(STEP % DK == 0, "a thread's pieces keep their columns");
+    const int col = threadIdx.x * VE % DK; /* the piece's first column; VE <= E, so it lies in one segment ... */
+    const int at0 = threadIdx.x * VE / DK * RS + col + 4 * (col / E), col2 = col + 4; /* ... or two float4s */
+    const int at2 = at0 - col + col2 + 4 * (col2 / E - col / E);
+    int at = 0;
+#pragma unroll 4
+    for (int i = threadIdx.x * VE; i < rows * DK; i += STEP, at += STEP / DK * RS) {
         float f[8];
         gdn_unpack16<DT>(raw, i, f);
-#pragma unroll
-        for (int h = 0; h < VE; h += 4) {
-            const int col = (i + h) % DK, at = (i + h) / DK * RS + col + 4 * (col / E);
-            *(float4 *)(dst + at) = make_float4(f[h], f[h + 1], f[h + 2], f[h + 3]);
-        }
+        *(float4 *)(dst + at0 + at) = make_float4(f[0], f[1], f[2], f[3]);
+        if (VE == 8) *(float4 *)(dst + at2 + at) = make_float4(f[4], f[5], f[6], f[7]);
     }
 }
 
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         gdn_cp_commit();
 #pragma unroll
         for (int u = 0; u < NSC; ++u) {
-            const int i = threadIdx.x + u * NT, kind = i / tcn, tt = i % tcn;
+            const int i = threadIdx.x + u * NT, kind = (i >= tcn) + (i >= 2 * tcn) + (i >= 3 * tcn), tt = i - kind * tcn;
             const int64_t gi = (b * a.T + t0 + tt) * a.Hv + h;
             sc[u] = 0.0f;
             if (kind == 0 && !VEC) sc[u] = __ldg(a.gate + gi);
@@ -190,7 +193,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         }
 #pragma unroll
         for (int u = 0; u < NSC; ++u) {
-            const int i = threadIdx.x + u * NT, kind = i / tcn, tt = i % tcn;
+            const int i = threadIdx.x + u * NT, kind = (i >= tcn) + (i >= 2 * tcn) + (i >= 3 * tcn), tt = i - kind * tcn;
             float *slot4 = (float *)(sm + m.tok) + tt * 4;
             if (kind == 0 && !VEC) slot4[0] = gdn_gate_of(a, sc[u], h);
             else if (kind == 1) slot4[1] = gdn_beta_of(a, sc[u]);
