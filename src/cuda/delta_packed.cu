@@ -92,16 +92,6 @@ __device__ __forceinline__ void gdn_convert_chunk(unsigned char *sm, const gdn_p
     if (vec) gdn_convert_padded<GDN_F32, NT, DK, L>((float *)(sm + m.gvs), sm + m.gvr, nk);
 }
 
-/* n consecutive floats of a shared-memory row (16-byte aligned) into registers. */
-template <int n>
-__device__ __forceinline__ void gdn_pk_row(float *dst, const float *row) {
-#pragma unroll
-    for (int e = 0; e < n; e += 4) {
-        const float4 x = *(const float4 *)(row + e);
-        dst[e] = x.x; dst[e + 1] = x.y; dst[e + 2] = x.z; dst[e + 3] = x.w;
-    }
-}
-
 /* The y rows of a finished chunk: y[row0 + tt*row_step + c] = tree over the L lane partials of (tt, c) * scale, or 0
  * for a masked token. Thread x takes column x % CB of every (NT/CB)-th token. */
 template <int DT, int NT, int L, int CB>
@@ -245,10 +235,10 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
                 for (int p = 0; p < P; ++p)
                     kvp[p][c] = __fmaf_rn(s[p][c * C + i], w[c * C + i], i == 0 ? 0.0f : kvp[p][c]);
     };
-    gdn_pk_row<E>(kA, ks + r * (E + 4));
+    gdn_smem_row<E>(kA, ks + r * (E + 4));
     {
         float gv0[E];
-        if (VEC) gdn_pk_row<E>(gv0, gvs + r * (E + 4));
+        if (VEC) gdn_smem_row<E>(gv0, gvs + r * (E + 4));
         kv_partials(kA, gv0);
     }
     float4 sc4 = tok[0];
@@ -289,9 +279,9 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         }
         /* the next k row (for the kv partials) and q_t (for the readout); the compiler issues the loads early */
         const int row = tt * RS + r * (E + 4);
-        gdn_pk_row<E>(kn, ks + row + RS);
-        if (VEC) gdn_pk_row<E>(gvn, gvs + row + RS);
-        gdn_pk_row<E>(qr, qs + row);
+        gdn_smem_row<E>(kn, ks + row + RS);
+        if (VEC) gdn_smem_row<E>(gvn, gvs + row + RS);
+        gdn_smem_row<E>(qr, qs + row);
         if (sc4.z != 0.0f) {
             /* S = fmaf(g, S, k d) (vector gate: g_i) */
 #pragma unroll

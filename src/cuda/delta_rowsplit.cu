@@ -88,16 +88,6 @@ __device__ __forceinline__ void gdn_rs_convert_chunk(unsigned char *sm, const gd
     gdn_rs_convert<DT, NT>((float *)(sm + m.vs), sm + m.vr, tcn * 32);
 }
 
-/* n consecutive floats of a shared-memory row (16-byte aligned, every lane the same address) into registers. */
-template <int n>
-__device__ __forceinline__ void gdn_rs_row(float *dst, const float *row) {
-#pragma unroll
-    for (int e = 0; e < n; e += 4) {
-        const float4 x = *(const float4 *)(row + e);
-        dst[e] = x.x; dst[e + 1] = x.y; dst[e + 2] = x.z; dst[e + 3] = x.w;
-    }
-}
-
 template <int C, int W, bool VEC>
 __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_args a, int tc) {
     constexpr int NT = W * 32, DK = 32 * C, R = DK / W, N = 32 / W;
@@ -195,7 +185,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
         for (int e = 0; e < R; ++e) w[e] = k[e];
         if (VEC) {
             float gr[R];
-            gdn_rs_row<R>(gr, grow);
+            gdn_smem_row<R>(gr, grow);
 #pragma unroll
             for (int e = 0; e < R; ++e) w[e] = __fmul_rn(gr[e], k[e]);
         }
@@ -203,7 +193,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     /* two k rows, used in turn: the current token's (for its update) and the next one's (loaded a token ahead);
      * kA holds the current one at every chunk start. The kv partials of the first token: */
     float kA[R], kB[R], kvp[N];
-    gdn_rs_row<R>(kA, ks + i0);
+    gdn_smem_row<R>(kA, ks + i0);
     {
         float w[R];
         kv_row(w, kA, gvs + i0);
@@ -217,7 +207,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     int pend_tt = 0, par = 0; /* par: the kv partial buffer of the next live token, 0 or NT */
     auto readout = [&](int tt) {
         float qr[R], op[N];
-        gdn_rs_row<R>(qr, qs + tt * DK + i0);
+        gdn_smem_row<R>(qr, qs + tt * DK + i0);
         partials(op, qr);
         outp[tt * NT + slot] = gdn_reg_tree<N>(op);
     };
@@ -228,7 +218,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     auto token = [&](int tt, const float *kc, float *kn) {
         const float4 tk = tk_next;
         tk_next = tok[tt + 1];
-        gdn_rs_row<R>(kn, ks + (tt + 1) * DK + i0);
+        gdn_smem_row<R>(kn, ks + (tt + 1) * DK + i0);
         const float *grow = gvs + (tt + 1) * DK + i0;
         if (tk.z == 0.0f) {
             /* masked: S stays (a pending readout stays valid); the next token's kv partials from the same S */
@@ -249,7 +239,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
         const float delta = VEC ? __fmul_rn(__fsub_rn(v, kv), tk.y) : __fmul_rn(__fsub_rn(v, __fmul_rn(tk.x, kv)), tk.y);
         /* S = fmaf(g, S, k d) (vector gate: g_i), then the next token's kv partials from the new S */
         float gc[R];
-        if (VEC) gdn_rs_row<R>(gc, gvs + tt * DK + i0);
+        if (VEC) gdn_smem_row<R>(gc, gvs + tt * DK + i0);
         float kd[R];
 #pragma unroll
         for (int e = 0; e < R; ++e) kd[e] = __fmul_rn(kc[e], delta);

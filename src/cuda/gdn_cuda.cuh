@@ -142,6 +142,16 @@ __device__ __forceinline__ float gdn_warp_token_step(float (&s)[NCOL][CM], const
     return mine;
 }
 
+/* n consecutive floats of a shared-memory row (16-byte aligned) into registers, as float4 loads. */
+template <int n>
+__device__ __forceinline__ void gdn_smem_row(float *dst, const float *row) {
+#pragma unroll
+    for (int e = 0; e < n; e += 4) {
+        const float4 x = *(const float4 *)(row + e);
+        dst[e] = x.x; dst[e + 1] = x.y; dst[e + 2] = x.z; dst[e + 3] = x.w;
+    }
+}
+
 /* Asynchronous copies global -> shared memory (cp.async): 16 bytes, group commit, wait for all. */
 __device__ __forceinline__ void gdn_cp16(void *smem_dst, const void *gsrc) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem_dst);
