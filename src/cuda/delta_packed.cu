@@ -134,6 +134,12 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     const float4 *tok = (const float4 *)(sm + m.tok);
     float *yp = (float *)(sm + m.yp);
 
+    /* The scalar input u of this thread in a chunk of tcn tokens: its kind (0 gate, 1 beta, 2 mask, 3 none) and token */
+    auto scalar_input = [&](int u, int tcn, int *tt) {
+        const int i = threadIdx.x + u * NT, kind = (i >= tcn) + (i >= 2 * tcn) + (i >= 3 * tcn);
+        *tt = i - kind * tcn;
+        return kind;
+    };
     /* chunk [t0, t0 + tcn): async copies of q, k (+1 token), v, gate rows; scalars into registers */
     float sc[NSC];
     auto issue = [&](int64_t t0, int tcn) {
@@ -150,7 +156,8 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         gdn_cp_commit();
 #pragma unroll
         for (int u = 0; u < NSC; ++u) {
-            const int i = threadIdx.x + u * NT, kind = (i >= tcn) + (i >= 2 * tcn) + (i >= 3 * tcn), tt = i - kind * tcn;
+            int tt;
+            const int kind = scalar_input(u, tcn, &tt);
             const int64_t gi = (b * a.T + t0 + tt) * a.Hv + h;
             sc[u] = 0.0f;
             if (kind == 0 && !VEC) sc[u] = __ldg(a.gate + gi);
@@ -183,7 +190,8 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         }
 #pragma unroll
         for (int u = 0; u < NSC; ++u) {
-            const int i = threadIdx.x + u * NT, kind = (i >= tcn) + (i >= 2 * tcn) + (i >= 3 * tcn), tt = i - kind * tcn;
+            int tt;
+            const int kind = scalar_input(u, tcn, &tt);
             float *slot4 = (float *)(sm + m.tok) + tt * 4;
             if (kind == 0 && !VEC) slot4[0] = gdn_gate_of(a, sc[u], h);
             else if (kind == 1) slot4[1] = gdn_beta_of(a, sc[u]);
@@ -259,11 +267,10 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
 #pragma unroll
         for (int p = 0; p < P; ++p) yv[p] = gdn_reg_tree<N>(op[p]);
     };
-    auto put_y = [&](int slot_t, const float *yv) {
+    auto put_y = [&](int tt, const float *yv) {
 #pragma unroll
-        for (int p = 0; p < P; ++p) yp[((slot_t * CB) + jl + p) * L + r] = yv[p];
+        for (int p = 0; p < P; ++p) yp[((tt * CB) + jl + p) * L + r] = yv[p];
     };
-
 
     /* Token tt of the chunk: kc holds its k row; kn receives the next token's, qr its q row. */
     auto step = [&](int tt, const float *kc, float *kn) {
@@ -288,7 +295,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             for (int e4 = 0; e4 < E; e4 += 4) {
                 float gc[4] = {sc4.x, sc4.x, sc4.x, sc4.x};
                 if (VEC) {
-                    const float4 g4 = *(const float4 *)(gvs + tt * RS + r * (E + 4) + e4);
+                    const float4 g4 = *(const float4 *)(gvs + row + e4);
                     gc[0] = g4.x; gc[1] = g4.y; gc[2] = g4.z; gc[3] = g4.w;
                 }
 #pragma unroll
