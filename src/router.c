@@ -25,8 +25,8 @@ static int always(const gdn__problem *p) { return p != NULL; }
 /* The AVX2 kernel keeps a block of columns' state on the stack: Dk up to 512. */
 static int packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= 512 && gdn__cpu_has_avx2_fma(); }
 static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
-/* Windows of 16 tokens and more go to cuda_packed, faster there (H200, B=1: T=64 17.9 vs 20.8 us, T=2048 479 vs
- * 576 us); rowsplit is faster at T=7 (5.85 vs 6.20 us). */
+/* Windows of 16 tokens and more go to cuda_packed, faster there (H200, B=1, KV: T=64 17.2 vs 20.8 us, T=2048 433 vs
+ * 561 us); rowsplit is faster at T=7 (5.78 vs 6.02 us). bench/results/h200_bench.json. */
 static int cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && gdn__cuda_rowsplit_eligible(p); }
 
 const gdn__kernel gdn__kernels[] = {
