@@ -134,6 +134,26 @@ __device__ __forceinline__ void gdn_dec_chunk(float (&x)[C], const unsigned char
     }
 }
 
+/* A lane's C keys of one VK column from registers to p, in float4 pieces where C allows; STREAM: to global memory
+ * with evict-first stores (__stcs), else plain stores (into a shared-memory stage). */
+template <bool STREAM, int C>
+__device__ __forceinline__ void gdn_dec_put(float *p, const float (&x)[C]) {
+    if (C % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < C; e += 4) {
+            const float4 v = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+            if (STREAM) __stcs((float4 *)(p + e), v);
+            else *(float4 *)(p + e) = v;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+            if (STREAM) __stcs(p + e, x[e]);
+            else p[e] = x[e];
+        }
+    }
+}
+
 /* The contract's butterfly over the warp for 8 columns' lane partials p[0..7], run transposed: at level m = 1, 2, 4
  * a lane keeps half of its columns and gives the other half to lane l xor m, adding the partner's values of the
  * columns it keeps (p_l + p_(l xor m), exactly the butterfly's addition); levels 8 and 16 are the plain butterfly.
@@ -358,32 +378,15 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         if (bulk_store) {
             /* VK: back into the stage as it came (column jw + n, keys lane*C ..), for one bulk store after the barrier */
 #pragma unroll
-            for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-                float *col = (float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C;
-                if (C % 4 == 0) {
-#pragma unroll
-                    for (int e = 0; e < C; e += 4) *(float4 *)(col + e) = make_float4(s[n][e], s[n][e + 1], s[n][e + 2], s[n][e + 3]);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < C; ++e) col[e] = s[n][e];
-                }
-            }
+            for (int n = 0; n < GDN_DEC_NCOL; ++n)
+                gdn_dec_put<false>((float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C, s[n]);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the bulk store */
             return;
         }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
         float *out = a.state_out + I.bh * DK * a.Dv;
 #pragma unroll
-        for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-            float *p = out + (I.j0 + jw + n) * DK + lane * C;
-            if (C % 4 == 0) {
-#pragma unroll
-                for (int e = 0; e < C; e += 4) __stcs((float4 *)(p + e), make_float4(s[n][e], s[n][e + 1], s[n][e + 2], s[n][e + 3]));
-            } else {
-#pragma unroll
-                for (int e = 0; e < C; ++e) __stcs(p + e, s[n][e]);
-            }
-        }
+        for (int n = 0; n < GDN_DEC_NCOL; ++n) gdn_dec_put<true>(out + (I.j0 + jw + n) * DK + lane * C, s[n]);
     };
 
     /* KV: item I's new state from stage `sg` to state_out, whole 128-byte row pieces */
