@@ -116,12 +116,17 @@ def our_args(s, B, T, layout, y, st_out, kernel=None):
                     backend=gdn.BACKEND_CUDA, kernel=kernel)
 
 
-def profile(lib):
-    """Two plain calls (the second is the one to read) of the kernels worth a look, for ncu."""
+def profile(lib, cases=None):
+    """Two plain calls (the second is the one to read) of the kernels worth a look, for ncu; cases: a list
+    "B:T:kv|vk:kernel:variant,..." instead of the default ones."""
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    for B, T, layout, kernel, var in ((1, 2048, gdn.STATE_KV, "cuda_packed", 0), (1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
-                                      (256, 1, gdn.STATE_VK, "cuda_decode", 32), (1, 1, gdn.STATE_VK, "cuda_decode", 32)):
+    todo = ((1, 2048, gdn.STATE_KV, "cuda_packed", 0), (1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
+            (256, 1, gdn.STATE_VK, "cuda_decode", 32), (1, 1, gdn.STATE_VK, "cuda_decode", 32))
+    if cases:
+        todo = [(int(B), int(T), gdn.STATE_KV if lay == "kv" else gdn.STATE_VK, kern, int(var))
+                for B, T, lay, kern, var in (c.split(":") for c in cases.split(","))]
+    for B, T, layout, kernel, var in todo:
         s = make_set(B, T, gen)
         y = torch.empty(B, T, HV, D, dtype=torch.bfloat16, device="cuda")
         st = torch.empty(B, HV, D, D, dtype=torch.float32, device="cuda")
@@ -137,14 +142,16 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer variants and shapes")
     ap.add_argument("--profile", action="store_true", help="one plain call of a few kernels (run under ncu)")
+    ap.add_argument("--profile-cases", default=None, help="with --profile: B:T:kv|vk:kernel:variant,...")
     ap.add_argument("--ours-only", action="store_true", help="libgdn's kernels only (no FLA)")
     ap.add_argument("--decode-only", action="store_true", help="the decode shapes and T=7 only")
+    ap.add_argument("--window", action="store_true", help="short windows T = 1 .. 16 at B=1, every packed variant")
     opt = ap.parse_args()
 
     lib = gdn.load()
     assert lib.gdn_cuda_device_count() > 0, "libgdn sees no CUDA device"
     if opt.profile:
-        return profile(lib)
+        return profile(lib, opt.profile_cases)
     try:
         if opt.ours_only:
             raise ImportError("--ours-only")
@@ -173,6 +180,8 @@ def main():
         shapes = [("prefill", 1, T) for T in (7, 2048)] + [("decode", B, 1) for B in (1, 256)]
     if opt.decode_only:
         shapes = [("prefill", 1, 7)] + [("decode", B, 1) for B in (1, 8, 64, 256)]
+    if opt.window:
+        shapes = [("prefill", 1, T) for T in (1, 2, 4, 7, 8, 16)] + [("prefill", 8, 7)]
     results, checks = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
@@ -204,8 +213,11 @@ def main():
         variants = [("routed", None, 0)]
         variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
         variants += [("cuda_packed/v0", "cuda_packed", 0)] + ([("cuda_packed/v2", "cuda_packed", 2)] if T > 1 else [])
-        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in (1, 2, 4, 8, 32, 102, 104, 332, 432)] if T <= 7 else []
-        variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 else []
+        variants += [("cuda_packed/v%d" % v, "cuda_packed", v) for v in (6, 8)] if T > 1 else []
+        variants += [("cuda_window", "cuda_window", 0)] if T <= 8 else []
+        decode_widths = (2, 32) if opt.window else (1, 2, 4, 8, 32, 102, 104, 332, 432)
+        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in decode_widths] if T <= 7 else []
+        variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 and not opt.window else []
         variants += [("routed_last", None, 0)]  # the routed call again, measured last: an order effect shows here
         ours_kv = ours_vk = None
         for layout, lname in ((gdn.STATE_KV, "kv"), (gdn.STATE_VK, "vk")):

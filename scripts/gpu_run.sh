@@ -4,8 +4,9 @@
 # racecheck, synccheck), and the side-by-side benchmark with flash-linear-attention. Logs and JSON go under $OUT;
 # a short table is printed last.
 #
-#   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|profile]   (default all; quick = tests + a short benchmark;
-#                                                                     ours = quick without FLA)
+#   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|window|profile]   (default all; quick = tests + a short
+#                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16, every
+#                                   packed variant)
 #
 # FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
 set -uo pipefail
@@ -52,7 +53,7 @@ PY
 echo "ptxas: $(grep -c regs "$OUT/ptxas.txt") kernels, $(awk '$5 != 0 || $8 != 0' "$OUT/ptxas.txt" | wc -l) with spills or stack"
 
 # ---- tests ----
-if [[ $MODE == all || $MODE == test || $MODE == quick || $MODE == ours ]]; then
+if [[ $MODE == all || $MODE == test || $MODE == quick || $MODE == ours || $MODE == window ]]; then
     t0=$(date +%s)
     ./build/pic/test_cuda > "$OUT/test.log" 2>&1 || status=1
     echo "test: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test.log")"
@@ -104,7 +105,7 @@ if [[ $MODE == profile ]]; then
 fi
 
 # ---- benchmark ----
-if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours ]]; then
+if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours || $MODE == window ]]; then
     if ls .whl/*.whl > /dev/null 2>&1; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
             && export PYTHONPATH=/tmp/site
@@ -113,6 +114,7 @@ if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours ]]; then
     quick=""
     [[ $MODE == quick ]] && quick="--quick"
     [[ $MODE == ours ]] && quick="--quick --ours-only"
+    [[ $MODE == window ]] && quick="--window --ours-only"
     python3 bench/gpu_compare.py --out "$OUT/h200_bench.json" $quick > "$OUT/bench.log" 2>&1 || status=1
     echo "bench: $(( $(date +%s) - t0 )) s"
     sed -n '/^shape /,$p' "$OUT/bench.log"

@@ -56,13 +56,17 @@ int gdn__cuda_generic_eligible(const gdn__problem *p);
 int gdn__cuda_packed_eligible(const gdn__problem *p);
 int gdn__cuda_decode_eligible(const gdn__problem *p);
 int gdn__cuda_rowsplit_eligible(const gdn__problem *p);
+int gdn__cuda_window_eligible(const gdn__problem *p);
+int gdn__cuda_window_routed(const gdn__problem *p); /* eligible, and few enough sequences to gain */
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p);
 gdn_status gdn__delta_cuda_packed(const gdn__problem *p);
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p);
 gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p);
-/* Variants for benchmarks and tests: packed by variant id (0 = the routed one), decode with 4 or 8 columns per
+gdn_status gdn__delta_cuda_window(const gdn__problem *p);
+/* Variants for benchmarks and tests: packed by variant id (0 = the routed one; 6, 8: the state through a
+ * shared-memory tile), cuda_window (0 only), decode with 4 or 8 columns per
  * warp or 32 (the streamed kernel; 102 .. 104: with a ring of 2 .. 4 stages; 232: on 8 blocks; 332 / 432: cp.async / bulk copies), rowsplit by warps per block (4, 8, 16; 0 = the routed one); gdn__cuda_run_variant validates `args` and runs
- * `kernel` ("cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_generic") with that variant. */
+ * `kernel` ("cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_window", "cuda_generic") with that variant. */
 gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol);

@@ -30,6 +30,7 @@ static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
 static int cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && gdn__cuda_rowsplit_eligible(p); }
 
 const gdn__kernel gdn__kernels[] = {
+    {"cuda_window", GDN_BACKEND_CUDA, 0, gdn__cuda_window_routed, gdn__delta_cuda_window},
     {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, gdn__delta_cuda_decode},
     {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, cuda_rowsplit_routed, gdn__delta_cuda_rowsplit},
     {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, gdn__delta_cuda_packed},

@@ -126,8 +126,8 @@ TEST(cuda_without_device_writes_nothing) {
     if (!y || !st) return;
     memset(y, 0xab, h.n_v * 4);
     memset(st, 0xcd, h.n_state * 4);
-    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode", "cuda_rowsplit"};
-    for (int i = 0; i < 5; ++i) {
+    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_window"};
+    for (int i = 0; i < 6; ++i) {
         gdn_delta_args a = problem_args(&h, h.q, h.k, h.v, y, h.gate, h.beta, h.A_log, h.dt_bias, h.mask, h.state_in, st);
         a.backend = GDN_BACKEND_CUDA;
         a.kernel = kernels[i];
@@ -261,7 +261,8 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
         static const struct { const char *kernel; int variant; } runs_list[] = {
             {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 1}, {"cuda_decode", 2}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
             {"cuda_decode", 232}, {"cuda_decode", 332}, {"cuda_decode", 432}, {"cuda_packed", 0},
-            {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
+            {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_packed", 6}, {"cuda_packed", 8},
+            {"cuda_window", 0}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
             {"cuda_rowsplit", 16}};
         const int n_runs = (int)(sizeof runs_list / sizeof runs_list[0]);
         /* packed variants beyond 2 exist for Dk = 128 only; decode with 1, 2 or 4 columns too; a rowsplit width that is not

@@ -58,6 +58,9 @@ static const stream_case cases[] = {
     {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24}, CASE_STATE_IN_PLACE, NULL, 0},
     {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25}, CASE_STATE_SEPARATE, "cuda_generic", 0},
     {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26}, CASE_STATE_SEPARATE, NULL, 0},
+    /* cuda_window: a verify window with the state in place (KV), the vector gate at Dk = 64 (VK) */
+    {{1, 7, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 30}, CASE_STATE_IN_PLACE, "cuda_window", 0},
+    {{2, 8, 2, 4, 64, 32, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 31}, CASE_STATE_SEPARATE, "cuda_window", 0},
     /* cuda_decode's warp kernel (Dv not a multiple of 32) and its streamed kernel with a 2-stage ring */
     {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27}, CASE_STATE_IN_PLACE, "cuda_decode", 0},
     {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode", 102},

@@ -7,10 +7,13 @@ int gdn__cuda_generic_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_packed_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_decode_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_rowsplit_eligible(const gdn__problem *p) { return p == NULL; }
+int gdn__cuda_window_eligible(const gdn__problem *p) { return p == NULL; }
+int gdn__cuda_window_routed(const gdn__problem *p) { return p == NULL; }
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_packed(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
+gdn_status gdn__delta_cuda_window(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant) {
     return p && variant >= 0 ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER;
 }

@@ -13,7 +13,7 @@
  *
  * Computing an item: warp w takes the columns j0 + 8w .. j0 + 8w + 7; lane l is the contract's lane l and holds
  * S[l*C .. l*C + C-1][j] of its 8 columns (C = Dk/32). Per token: the 8 columns' fmaf partials, the butterfly run
- * transposed (gdn_dec_tree8: the same additions, a third of the shuffles), delta of the lane's column, broadcast,
+ * transposed (gdn_tree_transposed: the same additions, a third of the shuffles), delta of the lane's column, broadcast,
  * update, readout.
  *
  * Stage layout: the state as it lies in memory (VK: 32 columns of Dk keys, contiguous; KV: Dk rows of 32 columns,
@@ -63,10 +63,6 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, u
     return I;
 }
 
-/* KV stage: byte offset of the 16-byte piece c (columns 4c .. 4c+3) of key row i, swizzled by (i / C) mod 8. */
-template <int C>
-__device__ __forceinline__ int gdn_dec_kv_piece(int i, int c) { return i * 128 + ((c ^ ((i / C) & 7)) << 4); }
-
 /* Bulk (TMA) copies into shared memory that complete on an mbarrier: the barrier of a stage expects the bytes of
  * one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
 __device__ __forceinline__ unsigned gdn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -95,94 +91,6 @@ __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsign
                  : "memory");
 }
 
-/* Element e of a shared-memory row of dtype DT, as f32 (exact). */
-template <int DT>
-__device__ __forceinline__ float gdn_dec_ld(const unsigned char *row, int e) {
-    if (DT == GDN_F32) return ((const float *)row)[e];
-    const uint16_t x = ((const uint16_t *)row)[e];
-    return DT == GDN_BF16 ? gdn__bf16_to_f32(x) : gdn__f16_to_f32(x);
-}
-
-/* Elements lane*C .. lane*C + C-1 of a shared-memory row of dtype DT, as f32, in one or two vector loads. */
-template <int DT, int C>
-__device__ __forceinline__ void gdn_dec_chunk(float (&x)[C], const unsigned char *row, int lane) {
-    constexpr int BYTES = C * (DT == GDN_F32 ? 4 : 2), WORDS = BYTES < 4 ? 1 : BYTES / 4;
-    const unsigned char *p = row + lane * BYTES;
-    uint32_t w[WORDS];
-    if constexpr (BYTES % 16 == 0) {
-#pragma unroll
-        for (int i = 0; i < BYTES / 16; ++i) {
-            const uint4 u = ((const uint4 *)p)[i];
-            w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
-        }
-    } else if constexpr (BYTES == 8) {
-        const uint2 u = *(const uint2 *)p;
-        w[0] = u.x; w[1] = u.y;
-    } else if constexpr (BYTES == 4) {
-        w[0] = *(const uint32_t *)p;
-    } else {
-        w[0] = *(const uint16_t *)p;
-    }
-#pragma unroll
-    for (int e = 0; e < C; ++e) {
-        if (DT == GDN_F32) {
-            x[e] = gdn__bits_f32(w[e]);
-        } else {
-            const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
-            x[e] = DT == GDN_BF16 ? gdn__bf16_to_f32(h) : gdn__f16_to_f32(h);
-        }
-    }
-}
-
-/* A lane's C keys of one VK column from registers to p, in float4 pieces where C allows; STREAM: to global memory
- * with evict-first stores (__stcs), else plain stores (into a shared-memory stage). */
-template <bool STREAM, int C>
-__device__ __forceinline__ void gdn_dec_put(float *p, const float (&x)[C]) {
-    if (C % 4 == 0) {
-#pragma unroll
-        for (int e = 0; e < C; e += 4) {
-            const float4 v = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
-            if (STREAM) __stcs((float4 *)(p + e), v);
-            else *(float4 *)(p + e) = v;
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < C; ++e) {
-            if (STREAM) __stcs(p + e, x[e]);
-            else p[e] = x[e];
-        }
-    }
-}
-
-/* The contract's butterfly over the warp for 8 columns' lane partials p[0..7], run transposed: at level m = 1, 2, 4
- * a lane keeps half of its columns and gives the other half to lane l xor m, adding the partner's values of the
- * columns it keeps (p_l + p_(l xor m), exactly the butterfly's addition); levels 8 and 16 are the plain butterfly.
- * 9 shuffles instead of 40. Returns the tree of column gdn_dec_col(lane); every lane with the same l mod 8 holds it.
- * gdn_dec_col reverses the 3 low bits, so it is its own inverse: lane gdn_dec_col(n) < 8 holds column n. */
-__device__ __forceinline__ int gdn_dec_col(int lane) { return 4 * (lane & 1) + 2 * ((lane >> 1) & 1) + ((lane >> 2) & 1); }
-
-/* NT such trees at once, level by level (their shuffles in flight together): r[x] = the tree of p[x]. */
-template <int NT>
-__device__ __forceinline__ void gdn_dec_tree8(const float (&p)[NT][GDN_DEC_NCOL], float (&r)[NT], int lane) {
-    const bool o1 = lane & 1, o2 = lane & 2, o4 = lane & 4;
-    float a[NT][4], b[NT][2];
-#pragma unroll
-    for (int x = 0; x < NT; ++x)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) /* a[c]: column 4 o1 + c */
-            a[x][c] = __fadd_rn(o1 ? p[x][c + 4] : p[x][c], __shfl_xor_sync(GDN_FULL_MASK, o1 ? p[x][c] : p[x][c + 4], 1));
-#pragma unroll
-    for (int x = 0; x < NT; ++x)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) /* b[c]: column 4 o1 + 2 o2 + c */
-            b[x][c] = __fadd_rn(o2 ? a[x][c + 2] : a[x][c], __shfl_xor_sync(GDN_FULL_MASK, o2 ? a[x][c] : a[x][c + 2], 2));
-#pragma unroll
-    for (int x = 0; x < NT; ++x) r[x] = __fadd_rn(o4 ? b[x][1] : b[x][0], __shfl_xor_sync(GDN_FULL_MASK, o4 ? b[x][0] : b[x][1], 4));
-#pragma unroll
-    for (int m = 8; m < 32; m <<= 1)
-#pragma unroll
-        for (int x = 0; x < NT; ++x) r[x] = __fadd_rn(r[x], __shfl_xor_sync(GDN_FULL_MASK, r[x], m));
-}
 
 template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int bulk) {
@@ -248,7 +156,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             for (int p = threadIdx.x; p < DK * GDN_DEC_COLS / 4; p += NT) {
                 if (KV) {
                     const int i = p >> 3, c = p & 7;
-                    gdn_cp16(st + m.st + gdn_dec_kv_piece<C>(i, c), src + i * a.Dv + I.j0 + 4 * c);
+                    gdn_cp16(st + m.st + gdn_kv_piece<C>(i, c), src + i * a.Dv + I.j0 + 4 * c);
                 } else {
                     gdn_cp16(st + m.st + p * 16, src + I.j0 * DK + 4 * p);
                 }
@@ -292,7 +200,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     auto compute = [&](const gdn_dec_item &I, int sg, int e0) {
         const unsigned char *st = sm + sg * m.stage;
         const int jw = GDN_DEC_NCOL * warp; /* the warp's first column within the item */
-        const int col = gdn_dec_col(lane);  /* the column whose trees end in this lane */
+        const int col = gdn_tree_col<GDN_DEC_NCOL>(lane);  /* the column whose trees end in this lane */
         float s[GDN_DEC_NCOL][C];
         if (!a.state_in) {
 #pragma unroll
@@ -303,8 +211,8 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             /* row lane*C + e: pieces 2w and 2w + 1 of the row (the warp's 8 columns) */
 #pragma unroll
             for (int e = 0; e < C; ++e) {
-                const float4 lo = *(const float4 *)(st + m.st + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp));
-                const float4 hi = *(const float4 *)(st + m.st + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp + 1));
+                const float4 lo = *(const float4 *)(st + m.st + gdn_kv_piece<C>(lane * C + e, 2 * warp));
+                const float4 hi = *(const float4 *)(st + m.st + gdn_kv_piece<C>(lane * C + e, 2 * warp + 1));
                 s[0][e] = lo.x; s[1][e] = lo.y; s[2][e] = lo.z; s[3][e] = lo.w;
                 s[4][e] = hi.x; s[5][e] = hi.y; s[6][e] = hi.z; s[7][e] = hi.w;
             }
@@ -313,7 +221,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n) {
                 float x[C];
-                gdn_dec_chunk<GDN_F32, C>(x, st + m.st + (jw + n) * DK * 4, lane);
+                gdn_lane_keys<GDN_F32, C>(x, st + m.st + (jw + n) * DK * 4, lane);
 #pragma unroll
                 for (int e = 0; e < C; ++e) s[n][e] = x[e];
             }
@@ -329,9 +237,9 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             const bool live = t < T && tab_live[e0 + t];
             float k[C], q[C], gv[C], kg[C], pp[2][GDN_DEC_NCOL], r[2];
             if (live) {
-                gdn_dec_chunk<DT, C>(k, st + m.k + t * DK * DS, lane);
-                gdn_dec_chunk<DT, C>(q, st + m.q + t * DK * DS, lane);
-                if (VEC) gdn_dec_chunk<GDN_F32, C>(gv, st + m.gv + t * DK * 4, lane);
+                gdn_lane_keys<DT, C>(k, st + m.k + t * DK * DS, lane);
+                gdn_lane_keys<DT, C>(q, st + m.q + t * DK * DS, lane);
+                if (VEC) gdn_lane_keys<GDN_F32, C>(gv, st + m.gv + t * DK * 4, lane);
 #pragma unroll
                 for (int e = 0; e < C; ++e) kg[e] = VEC ? __fmul_rn(gv[e], k[e]) : k[e];
             }
@@ -344,18 +252,18 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
                     for (int e = 0; e < C; ++e) pp[0][n] = __fmaf_rn(s[n][e], kg[e], pp[0][n]);
                 pp[1][n] = o[n];
             }
-            gdn_dec_tree8<2>(pp, r, lane);
+            gdn_tree_transposed<GDN_DEC_NCOL, 2>(pp, r, lane);
             if (t > 0 && lane < GDN_DEC_NCOL)
                 gdn_st(a.y, DT, y_row + (t - 1) * a.Hv * a.Dv, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
             prev_live = live;
             if (!live) continue;
             /* d = (v - g kv) beta of the lane's column (vector gate: (v - kv) beta), then every column's d */
             const float g = tab_g[e0 + t], beta = tab_beta[e0 + t];
-            const float v = gdn_dec_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
+            const float v = gdn_row_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
             const float d_col = VEC ? __fmul_rn(__fsub_rn(v, r[0]), beta) : __fmul_rn(__fsub_rn(v, __fmul_rn(g, r[0])), beta);
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-                const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_dec_col(n));
+                const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_tree_col<GDN_DEC_NCOL>(n));
                 o[n] = 0.0f;
 #pragma unroll
                 for (int e = 0; e < C; ++e) {
@@ -370,8 +278,8 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
 #pragma unroll
             for (int e = 0; e < C; ++e) {
                 unsigned char *tile = sm + sg * m.stage + m.st;
-                *(float4 *)(tile + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
-                *(float4 *)(tile + gdn_dec_kv_piece<C>(lane * C + e, 2 * warp + 1)) = make_float4(s[4][e], s[5][e], s[6][e], s[7][e]);
+                *(float4 *)(tile + gdn_kv_piece<C>(lane * C + e, 2 * warp)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
+                *(float4 *)(tile + gdn_kv_piece<C>(lane * C + e, 2 * warp + 1)) = make_float4(s[4][e], s[5][e], s[6][e], s[7][e]);
             }
             return;
         }
@@ -379,14 +287,14 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             /* VK: back into the stage as it came (column jw + n, keys lane*C ..), for one bulk store after the barrier */
 #pragma unroll
             for (int n = 0; n < GDN_DEC_NCOL; ++n)
-                gdn_dec_put<false>((float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C, s[n]);
+                gdn_lane_put<false>((float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C, s[n]);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the bulk store */
             return;
         }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
         float *out = a.state_out + I.bh * DK * a.Dv;
 #pragma unroll
-        for (int n = 0; n < GDN_DEC_NCOL; ++n) gdn_dec_put<true>(out + (I.j0 + jw + n) * DK + lane * C, s[n]);
+        for (int n = 0; n < GDN_DEC_NCOL; ++n) gdn_lane_put<true>(out + (I.j0 + jw + n) * DK + lane * C, s[n]);
     };
 
     /* KV: item I's new state from stage `sg` to state_out, whole 128-byte row pieces */
@@ -395,7 +303,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         float *out = a.state_out + I.bh * DK * a.Dv + I.j0;
         for (int p = threadIdx.x; p < DK * 8; p += NT) {
             const int i = p >> 3, c = p & 7;
-            __stcs((float4 *)(out + i * a.Dv + 4 * c), *(const float4 *)(st + gdn_dec_kv_piece<C>(i, c)));
+            __stcs((float4 *)(out + i * a.Dv + 4 * c), *(const float4 *)(st + gdn_kv_piece<C>(i, c)));
         }
     };
 

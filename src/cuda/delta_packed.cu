@@ -24,7 +24,11 @@
  * A block (W warps, CB = W*N*P columns of one (b, h)) stages the window's inputs by chunks of tc tokens:
  * cp.async copies the next chunk's q, k (one token more), v, and vector gate rows into a raw area while the
  * warps run the current chunk from the f32 area; at the chunk's end the block writes the chunk's y rows, then
- * converts the raw chunk to f32 and computes its gates, betas and mask bits (one token per thread). */
+ * converts the raw chunk to f32 and computes its gates, betas and mask bits (one token per thread).
+ *
+ * TILE variants move the state through shared memory: the block's columns copied in whole rows of the layout with
+ * the first chunk, and written back the same way, instead of each lane's strided loads and stores (VK: a lane's E
+ * keys are E*4 bytes apart from the next lane's, a partial line per load). */
 #include "gdn_cuda.cuh"
 
 /* Shared-memory layout of one block, in bytes (16-byte aligned pieces). The f32 q, k and gate rows are padded: lane r
@@ -35,13 +39,14 @@ struct gdn_packed_smem {
                                * [tc+1] (the last slot is read a token ahead and never used) */
     int qr, kr, vr, gvr;      /* raw area: the rows as they are in memory, in the input dtype */
     int yp;                   /* readout lane partials [tc][CB][L] */
+    int st;                   /* the state tile (TILE variants): VK [CB][Dk + 4], KV [Dk][CB + 4] */
     int total;
 };
 
 static __host__ __device__ __forceinline__ int gdn_al16(int x) { return (x + 15) & ~15; }
 
 static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int Dk, int CB, int L, int tc, int ds,
-                                                                             bool vec) {
+                                                                             bool vec, bool tile) {
     const int rs = Dk + 4 * L;
     gdn_packed_smem m;
     int o = 0;
@@ -55,6 +60,7 @@ static __host__ __device__ __forceinline__ gdn_packed_smem gdn_packed_layout(int
     m.vr = o; o = gdn_al16(o + tc * CB * ds);
     m.gvr = o; o = gdn_al16(o + (vec ? (tc + 1) * Dk * 4 : 0));
     m.yp = o; o = gdn_al16(o + tc * CB * L * 4);
+    m.st = o; o = gdn_al16(o + (tile ? (CB * (Dk + 4) > Dk * (CB + 4) ? CB * (Dk + 4) : Dk * (CB + 4)) * 4 : 0));
     m.total = o;
     return m;
 }
@@ -110,7 +116,7 @@ __device__ __forceinline__ void gdn_packed_write_y(void *y, int64_t row0, int64_
     }
 }
 
-template <int L, int P, int C, bool VEC, int W>
+template <int L, int P, int C, bool VEC, int W, bool TILE>
 __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_args a, int tc) {
     constexpr int NT = W * 32, N = 32 / L, E = N * C, CW = N * P, CB = W * CW, DK = 32 * C, RS = DK + 4 * L;
     constexpr int NSC = (3 * 64 + NT - 1) / NT; /* scalar inputs (gate, beta, mask) per thread per chunk of <= 64 */
@@ -128,7 +134,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     const int64_t sbase = bh * DK * a.Dv;
     const bool vk = a.layout == GDN_STATE_VK;
     const int ds = a.dtype == GDN_F32 ? 4 : 2;
-    const gdn_packed_smem m = gdn_packed_layout(DK, CB, L, tc, ds, VEC);
+    const gdn_packed_smem m = gdn_packed_layout(DK, CB, L, tc, ds, VEC, TILE);
     const float *qs = (const float *)(sm + m.qs), *ks = (const float *)(sm + m.ks), *vs = (const float *)(sm + m.vs);
     const float *gvs = (const float *)(sm + m.gvs);
     const float4 *tok = (const float4 *)(sm + m.tok);
@@ -200,10 +206,21 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         __syncthreads();
     };
 
+    /* TILE: the block's state columns j0 .. j0+cbe-1 as one tile in shared memory, copied in whole rows of the
+     * layout (VK: cbe rows of Dk keys, one contiguous run; KV: Dk rows of cbe columns); element (i, c) of the tile
+     * at c*(DK + 4) + i (VK) or i*(CB + 4) + c (KV) */
+    float *tile = (float *)(sm + m.st);
+    const int tile_at = vk ? DK + 4 : 1, tile_step = vk ? 1 : CB + 4; /* (i, c) at c * tile_at + i * tile_step */
+    const int tile_rows = vk ? cbe : DK, tile_row_bytes = (vk ? DK : cbe) * 4, tile_stride = (vk ? DK + 4 : CB + 4) * 4;
+    const int64_t tile_base = sbase + (vk ? j0 * DK : j0), tile_gstride = (vk ? DK : a.Dv) * 4;
+    if (TILE && a.state_in)
+        gdn_stage_rows<NT>(sm + m.st, tile_stride, (const unsigned char *)(a.state_in + tile_base), tile_gstride,
+                           tile_rows, tile_row_bytes);
     const int tc0 = a.T < tc ? (int)a.T : tc;
-    issue(0, tc0);
+    issue(0, tc0); /* commits the tile's copies with the first chunk's */
 
-    /* the state, S[r*E + e][j0 + jl + p] -> s[p][e], while the first chunk is in flight */
+    /* the state, S[r*E + e][j0 + jl + p] -> s[p][e]: straight from global memory while the first chunk is in
+     * flight, or from the tile once it has landed */
     float s[P][E];
     bool jv[P];
 #pragma unroll
@@ -213,7 +230,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
 #pragma unroll
         for (int e = 0; e < E; e += 4) {
             float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (a.state_in && jv[p]) {
+            if (!TILE && a.state_in && jv[p]) {
                 if (vk) {
                     const float4 f = __ldg((const float4 *)(a.state_in + sbase + j * DK + r * E + e));
                     x[0] = f.x; x[1] = f.y; x[2] = f.z; x[3] = f.w;
@@ -227,6 +244,13 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
         }
     }
     land(0, tc0, 0, 0);
+    if (TILE && a.state_in) {
+#pragma unroll
+        for (int p = 0; p < P; ++p)
+#pragma unroll
+            for (int e = 0; e < E; ++e)
+                if (jv[p]) s[p][e] = tile[(jl + p) * tile_at + (r * E + e) * tile_step];
+    }
 
     /* kA: k of the current token (kB the next one's, loaded during the token); the kv partials of a token over its
      * C keys ascending from +0, the N partials interleaved; sc4: the current token's (g, beta, live) */
@@ -335,41 +359,51 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     }
 
     if (!a.state_out) return;
+    if (TILE) { /* through the tile (every warp is past its reads: the barrier before the last write_y) */
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-        if (!jv[p]) continue;
-        const int64_t j = j0 + jl + p;
+        for (int p = 0; p < P; ++p)
 #pragma unroll
-        for (int e = 0; e < E; e += 4) {
-            if (vk) {
-                *(float4 *)(a.state_out + sbase + j * DK + r * E + e) = make_float4(s[p][e], s[p][e + 1], s[p][e + 2], s[p][e + 3]);
-            } else {
+            for (int e = 0; e < E; ++e)
+                if (jv[p]) tile[(jl + p) * tile_at + (r * E + e) * tile_step] = s[p][e];
+        __syncthreads();
+        gdn_unstage_rows<NT>((unsigned char *)(a.state_out + tile_base), tile_gstride, sm + m.st, tile_stride,
+                             tile_rows, tile_row_bytes);
+    } else {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) a.state_out[sbase + (int64_t)(r * E + e + i) * a.Dv + j] = s[p][e + i];
+        for (int p = 0; p < P; ++p) {
+            const int64_t j = j0 + jl + p;
+#pragma unroll
+            for (int e = 0; e < E && jv[p]; e += 4) {
+                if (vk) {
+                    *(float4 *)(a.state_out + sbase + j * DK + r * E + e) = make_float4(s[p][e], s[p][e + 1], s[p][e + 2], s[p][e + 3]);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) a.state_out[sbase + (int64_t)(r * E + e + i) * a.Dv + j] = s[p][e + i];
+                }
             }
         }
     }
 }
 
-template <int L, int P, int C, bool VEC, int W>
+template <int L, int P, int C, bool VEC, int W, bool TILE = false>
 static gdn_status gdn_launch_packed(const gdn__problem *p) {
     constexpr int N = 32 / L, CB = W * N * P;
     const gdn_dev_args a = gdn_dev_args_of(p);
     const int ds = (int)p->dtype_size, limit = gdn_cuda_smem_optin();
     int tc = 8; /* the smallest of 8, 16, 32, 64 tokens that holds the window: small windows, small blocks */
     while (tc < 64 && tc < a.T) tc *= 2;
-    while (tc > 4 && gdn_packed_layout(32 * C, CB, L, tc, ds, VEC).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
-    const int bytes = gdn_packed_layout(32 * C, CB, L, tc, ds, VEC).total;
+    while (tc > 4 && gdn_packed_layout(32 * C, CB, L, tc, ds, VEC, TILE).total > (limit < 160 * 1024 ? limit : 160 * 1024)) tc /= 2;
+    const int bytes = gdn_packed_layout(32 * C, CB, L, tc, ds, VEC, TILE).total;
     if (bytes > limit) return GDN_ERR_INELIGIBLE;
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
-    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W>, &smem_ok) != GDN_OK)
+    if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB);
     if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
-    return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
+    return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
 }
 
-/* The variants built, by id: (lanes per column L, columns per lane P, warps per block W) for Dk = 32 C. */
+/* The variants built, by id: (lanes per column L, columns per lane P, warps per block W[, TILE]) for Dk = 32 C. */
 template <bool VEC>
 static gdn_status gdn_packed_variant(const gdn__problem *p, int variant) {
     switch (p->a.Dk) {
@@ -386,6 +420,8 @@ static gdn_status gdn_packed_variant(const gdn__problem *p, int variant) {
         case 1: return gdn_launch_packed<8, 1, 4, VEC, 4>(p);
         case 2: return gdn_launch_packed<8, 2, 4, VEC, 4>(p);
         case 5: return gdn_launch_packed<4, 1, 4, VEC, 2>(p);
+        case 6: return gdn_launch_packed<4, 1, 4, VEC, 4, true>(p);
+        case 8: return gdn_launch_packed<8, 1, 4, VEC, 8, true>(p);
         default: return gdn_launch_packed<4, 1, 4, VEC, 4>(p);
         }
     default:
@@ -412,6 +448,11 @@ gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant) {
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_packed_variant<true>(p, variant) : gdn_packed_variant<false>(p, variant);
 }
 
-gdn_status gdn__delta_cuda_packed(const gdn__problem *p) { return gdn__delta_cuda_packed_variant(p, 0); }
+/* VK windows up to 64 tokens at Dk = 128 through the tile variant 8 (H200, B=1: T=16 7.8 against 10.1 us, T=64 19.2
+ * against 20.1 us; from T=257 variant 0 wins, 62.2 against 65.0 us; bench/results/h200_bench.json). */
+gdn_status gdn__delta_cuda_packed(const gdn__problem *p) {
+    const int tile = p->a.Dk == 128 && p->a.state_layout == GDN_STATE_VK && p->a.T <= 64;
+    return gdn__delta_cuda_packed_variant(p, tile ? 8 : 0);
+}
 
 } /* extern "C" */

@@ -179,6 +179,148 @@ __device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_strid
     }
 }
 
+/* ---- a warp whose lane l is the contract's lane l (keys l*C .. l*C + C-1 of each of its columns) ---- */
+
+/* Element e of a row of dtype DT, as f32 (exact). */
+template <int DT>
+__device__ __forceinline__ float gdn_row_ld(const unsigned char *row, int e) {
+    if (DT == GDN_F32) return ((const float *)row)[e];
+    const uint16_t x = ((const uint16_t *)row)[e];
+    return DT == GDN_BF16 ? gdn__bf16_to_f32(x) : gdn__f16_to_f32(x);
+}
+
+/* The 32-bit words that hold C elements of dtype DT (at least one). */
+static constexpr __host__ __device__ int gdn_words(int dt, int c) { return c * (dt == GDN_F32 ? 4 : 2) < 4 ? 1 : c * (dt == GDN_F32 ? 4 : 2) / 4; }
+
+/* The raw words of elements lane*C .. lane*C + C-1 of a row of dtype DT (16-byte aligned), in one or two vector
+ * loads. */
+template <int DT, int C>
+__device__ __forceinline__ void gdn_lane_load(uint32_t (&w)[gdn_words(DT, C)], const unsigned char *row, int lane) {
+    constexpr int BYTES = C * (DT == GDN_F32 ? 4 : 2);
+    const unsigned char *p = row + lane * BYTES;
+    if constexpr (BYTES % 16 == 0) {
+#pragma unroll
+        for (int i = 0; i < BYTES / 16; ++i) {
+            const uint4 u = ((const uint4 *)p)[i];
+            w[4 * i] = u.x; w[4 * i + 1] = u.y; w[4 * i + 2] = u.z; w[4 * i + 3] = u.w;
+        }
+    } else if constexpr (BYTES == 8) {
+        const uint2 u = *(const uint2 *)p;
+        w[0] = u.x; w[1] = u.y;
+    } else if constexpr (BYTES == 4) {
+        w[0] = *(const uint32_t *)p;
+    } else {
+        w[0] = *(const uint16_t *)p;
+    }
+}
+
+/* Those words as C f32 values (exact). */
+template <int DT, int C>
+__device__ __forceinline__ void gdn_lane_unpack(float (&x)[C], const uint32_t (&w)[gdn_words(DT, C)]) {
+#pragma unroll
+    for (int e = 0; e < C; ++e) {
+        if (DT == GDN_F32) {
+            x[e] = gdn__bits_f32(w[e]);
+        } else {
+            const uint16_t h = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+            x[e] = DT == GDN_BF16 ? gdn__bf16_to_f32(h) : gdn__f16_to_f32(h);
+        }
+    }
+}
+
+/* Elements lane*C .. lane*C + C-1 of a row of dtype DT (16-byte aligned), as f32. */
+template <int DT, int C>
+__device__ __forceinline__ void gdn_lane_keys(float (&x)[C], const unsigned char *row, int lane) {
+    uint32_t w[gdn_words(DT, C)];
+    gdn_lane_load<DT, C>(w, row, lane);
+    gdn_lane_unpack<DT, C>(x, w);
+}
+
+/* A lane's C keys of a VK column from registers to p, in float4 pieces where C allows; STREAM: to global memory
+ * with evict-first stores (__stcs), else plain stores (into a shared-memory stage). */
+template <bool STREAM, int C>
+__device__ __forceinline__ void gdn_lane_put(float *p, const float (&x)[C]) {
+    if (C % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < C; e += 4) {
+            const float4 v = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+            if (STREAM) __stcs((float4 *)(p + e), v);
+            else *(float4 *)(p + e) = v;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+            if (STREAM) __stcs(p + e, x[e]);
+            else p[e] = x[e];
+        }
+    }
+}
+
+/* A KV tile of 32 columns in shared memory: byte offset of the 16-byte piece c (columns 4c .. 4c+3) of key row i,
+ * swizzled by (i / C) mod 8, so the 8 lanes of a load phase (rows l*C + e) hit different banks. */
+template <int C>
+__device__ __forceinline__ int gdn_kv_piece(int i, int c) { return i * 128 + ((c ^ ((i / C) & 7)) << 4); }
+
+/* The contract's butterfly over the warp for NC columns' lane partials, run transposed: at level m = 1, 2, .., NC/2
+ * a lane keeps half of its columns and gives the other half to lane l xor m, adding the partner's values of the
+ * columns it keeps (p_l + p_(l xor m), exactly the butterfly's addition); levels NC .. 16 are the plain butterfly.
+ * For 8 columns 9 shuffles instead of 40. Lane l ends with the tree of column gdn_tree_col<NC>(l), as does every
+ * lane with the same l mod NC. gdn_tree_col reverses the low log2(NC) bits, so it is its own inverse: lane
+ * gdn_tree_col<NC>(n) < NC holds column n. */
+template <int NC>
+__device__ __forceinline__ int gdn_tree_col(int lane) {
+    int c = 0;
+#pragma unroll
+    for (int i = 0; (1 << i) < NC; ++i) c += (NC / 2 >> i) * ((lane >> i) & 1);
+    return c;
+}
+
+/* NX such trees at once, level by level (their shuffles in flight together): r[x] = the tree of p[x]. */
+template <int NC, int NX>
+__device__ __forceinline__ void gdn_tree_transposed(const float (&p)[NX][NC], float (&r)[NX], int lane) {
+    bool hi[5]; /* at level m: the lane keeps the upper half of its columns */
+#pragma unroll
+    for (int m = 1, i = 0; m < 32; m <<= 1, ++i) hi[i] = lane & m;
+    float w[NX][NC];
+#pragma unroll
+    for (int x = 0; x < NX; ++x)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) w[x][c] = p[x][c];
+#pragma unroll
+    for (int m = 1, half = NC / 2, i = 0; m < NC; m <<= 1, half >>= 1, ++i) {
+        const bool o = hi[i];
+#pragma unroll
+        for (int x = 0; x < NX; ++x)
+#pragma unroll
+            for (int c = 0; c < half; ++c) /* w[c]: the column (kept so far) + half o + c */
+                w[x][c] = __fadd_rn(o ? w[x][c + half] : w[x][c], __shfl_xor_sync(GDN_FULL_MASK, o ? w[x][c] : w[x][c + half], m));
+    }
+#pragma unroll
+    for (int x = 0; x < NX; ++x) r[x] = w[x][0];
+#pragma unroll
+    for (int m = NC; m < 32; m <<= 1)
+#pragma unroll
+        for (int x = 0; x < NX; ++x) r[x] = __fadd_rn(r[x], __shfl_xor_sync(GDN_FULL_MASK, r[x], m));
+}
+
+/* The way back: rows x row_bytes from smem rows (row r at src + r * src_stride) to global rows (row r at
+ * dst + r * dst_stride), in 16-byte stores, consecutive threads on consecutive pieces. */
+template <int NT>
+__device__ __forceinline__ void gdn_unstage_rows(unsigned char *dst, int64_t dst_stride, const unsigned char *src,
+                                                 int src_stride, int rows, int row_bytes) {
+    const int per_row = row_bytes / 16, step_r = NT / per_row, step_c = NT % per_row;
+    int r = threadIdx.x / per_row, c = threadIdx.x % per_row;
+    while (r < rows) {
+        *(float4 *)(dst + r * dst_stride + c * 16) = *(const float4 *)(src + r * src_stride + c * 16);
+        r += step_r;
+        c += step_c;
+        if (c >= per_row) {
+            c -= per_row;
+            ++r;
+        }
+    }
+}
+
 /* 16 raw bytes at element i of raw (4 f32 or 8 half/bfloat16 elements) as f32 in f[0 .. 16/sizeof-1]. */
 template <int DT>
 __device__ __forceinline__ void gdn_unpack16(const unsigned char *raw, int i, float *f) {
