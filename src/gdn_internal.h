@@ -23,12 +23,14 @@ typedef struct gdn__problem {
 typedef gdn_status (*gdn__kernel_fn)(const gdn__problem *p);
 typedef int (*gdn__eligible_fn)(const gdn__problem *p);
 
-/* One entry of the routing table: first eligible entry (of the call's backend) wins. */
+/* One entry of the routing table: the first entry (of the call's backend) that the router may take wins. A kernel
+ * named in the call runs wherever it is eligible. */
 typedef struct gdn__kernel {
     const char *name;
     gdn_backend backend;
     int packed;               /* 1: skipped by the router when GDN_PACKED=0 */
-    gdn__eligible_fn eligible; /* arguments and hardware */
+    gdn__eligible_fn eligible; /* it can run these arguments on this hardware */
+    gdn__eligible_fn routed;   /* the router takes it (implies eligible); NULL: wherever eligible */
     gdn__kernel_fn run;
 } gdn__kernel;
 

@@ -1,6 +1,7 @@
-/* The routing table: an ordered list of (eligible?, kernel); the first eligible entry of the call's backend
- * wins. Eligibility depends on the arguments and the hardware only, so routing is a pure function of them
- * (and of GDN_PACKED, read once). */
+/* The routing table: an ordered list of (eligible?, routed?, kernel); the first entry of the call's backend that
+ * the router may take wins (routed, or eligible where no routed predicate is given); a kernel named in the call runs
+ * wherever it is eligible. Both depend on the arguments and the hardware only, so routing is a pure function of
+ * them (and of GDN_PACKED, read once). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,15 +31,15 @@ static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
 static int cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && gdn__cuda_rowsplit_eligible(p); }
 
 const gdn__kernel gdn__kernels[] = {
-    {"cuda_window", GDN_BACKEND_CUDA, 0, gdn__cuda_window_routed, gdn__delta_cuda_window},
-    {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, gdn__delta_cuda_decode},
-    {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, cuda_rowsplit_routed, gdn__delta_cuda_rowsplit},
-    {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, gdn__delta_cuda_packed},
-    {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, gdn__delta_cuda_generic},
-    {"packed_decode_avx2", GDN_BACKEND_CPU, 1, gdn__decode_avx2_eligible, gdn__delta_decode_avx2},
-    {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, gdn__delta_packed_avx2},
-    {"portable", GDN_BACKEND_CPU, 0, portable_eligible, gdn__delta_portable},
-    {"ref", GDN_BACKEND_CPU, 0, always, gdn__delta_ref},
+    {"cuda_window", GDN_BACKEND_CUDA, 0, gdn__cuda_window_eligible, gdn__cuda_window_routed, gdn__delta_cuda_window},
+    {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, NULL, gdn__delta_cuda_decode},
+    {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, gdn__cuda_rowsplit_eligible, cuda_rowsplit_routed, gdn__delta_cuda_rowsplit},
+    {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, NULL, gdn__delta_cuda_packed},
+    {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, NULL, gdn__delta_cuda_generic},
+    {"packed_decode_avx2", GDN_BACKEND_CPU, 1, gdn__decode_avx2_eligible, NULL, gdn__delta_decode_avx2},
+    {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, NULL, gdn__delta_packed_avx2},
+    {"portable", GDN_BACKEND_CPU, 0, portable_eligible, NULL, gdn__delta_portable},
+    {"ref", GDN_BACKEND_CPU, 0, always, NULL, gdn__delta_ref},
 };
 const int gdn__kernel_total = (int)(sizeof gdn__kernels / sizeof gdn__kernels[0]);
 
@@ -46,7 +47,7 @@ const gdn__kernel *gdn__route(const gdn__problem *p) {
     for (int i = 0; i < gdn__kernel_total; ++i) {
         const gdn__kernel *kn = &gdn__kernels[i];
         if (kn->backend != p->a.backend || (kn->packed && !gdn__packed_enabled())) continue;
-        if (kn->eligible(p)) return kn;
+        if (kn->routed ? kn->routed(p) : kn->eligible(p)) return kn;
     }
     return NULL;
 }
