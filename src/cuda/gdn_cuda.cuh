@@ -160,16 +160,14 @@ __device__ __forceinline__ void gdn_cp16(void *smem_dst, const void *gsrc) {
 __device__ __forceinline__ void gdn_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void gdn_cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-/* rows x row_bytes from global rows (row r at src + r * src_stride) into smem rows (row r at dst + r * dst_stride),
- * in 16-byte pieces. */
-template <int NT>
-__device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_stride, const unsigned char *src,
-                                               int64_t src_stride, int rows, int row_bytes) {
-    /* piece i = r * per_row + c, i = threadIdx.x, threadIdx.x + NT, ...: (r, c) advanced without a division per piece */
+/* f(r, c) for this thread's 16-byte pieces of rows x row_bytes: piece i = r * per_row + c for i = threadIdx.x,
+ * threadIdx.x + NT, ..., (r, c) advanced without a division per piece. */
+template <int NT, typename F>
+__device__ __forceinline__ void gdn_row_pieces(int rows, int row_bytes, F f) {
     const int per_row = row_bytes / 16, step_r = NT / per_row, step_c = NT % per_row;
     int r = threadIdx.x / per_row, c = threadIdx.x % per_row;
     while (r < rows) {
-        gdn_cp16(dst + r * dst_stride + c * 16, src + r * src_stride + c * 16);
+        f(r, c);
         r += step_r;
         c += step_c;
         if (c >= per_row) {
@@ -177,6 +175,24 @@ __device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_strid
             ++r;
         }
     }
+}
+
+/* rows x row_bytes from global rows (row r at src + r * src_stride) into smem rows (row r at dst + r * dst_stride),
+ * in 16-byte asynchronous copies. */
+template <int NT>
+__device__ __forceinline__ void gdn_stage_rows(unsigned char *dst, int dst_stride, const unsigned char *src,
+                                               int64_t src_stride, int rows, int row_bytes) {
+    gdn_row_pieces<NT>(rows, row_bytes, [&](int r, int c) { gdn_cp16(dst + r * dst_stride + c * 16, src + r * src_stride + c * 16); });
+}
+
+/* The way back: smem rows (row r at src + r * src_stride) to global rows (row r at dst + r * dst_stride), in
+ * 16-byte stores, consecutive threads on consecutive pieces. */
+template <int NT>
+__device__ __forceinline__ void gdn_unstage_rows(unsigned char *dst, int64_t dst_stride, const unsigned char *src,
+                                                 int src_stride, int rows, int row_bytes) {
+    gdn_row_pieces<NT>(rows, row_bytes, [&](int r, int c) {
+        *(float4 *)(dst + r * dst_stride + c * 16) = *(const float4 *)(src + r * src_stride + c * 16);
+    });
 }
 
 /* ---- a warp whose lane l is the contract's lane l (keys l*C .. l*C + C-1 of each of its columns) ---- */
@@ -301,24 +317,6 @@ __device__ __forceinline__ void gdn_tree_transposed(const float (&p)[NX][NC], fl
     for (int m = NC; m < 32; m <<= 1)
 #pragma unroll
         for (int x = 0; x < NX; ++x) r[x] = __fadd_rn(r[x], __shfl_xor_sync(GDN_FULL_MASK, r[x], m));
-}
-
-/* The way back: rows x row_bytes from smem rows (row r at src + r * src_stride) to global rows (row r at
- * dst + r * dst_stride), in 16-byte stores, consecutive threads on consecutive pieces. */
-template <int NT>
-__device__ __forceinline__ void gdn_unstage_rows(unsigned char *dst, int64_t dst_stride, const unsigned char *src,
-                                                 int src_stride, int rows, int row_bytes) {
-    const int per_row = row_bytes / 16, step_r = NT / per_row, step_c = NT % per_row;
-    int r = threadIdx.x / per_row, c = threadIdx.x % per_row;
-    while (r < rows) {
-        *(float4 *)(dst + r * dst_stride + c * 16) = *(const float4 *)(src + r * src_stride + c * 16);
-        r += step_r;
-        c += step_c;
-        if (c >= per_row) {
-            c -= per_row;
-            ++r;
-        }
-    }
 }
 
 /* 16 raw bytes at element i of raw (4 f32 or 8 half/bfloat16 elements) as f32 in f[0 .. 16/sizeof-1]. */
