@@ -27,7 +27,8 @@ static int always(const gdn__problem *p) { return p != NULL; }
 static int packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= 512 && gdn__cpu_has_avx2_fma(); }
 static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
 /* Windows of 16 tokens and more go to cuda_packed, faster there (H200, B=1, KV: T=64 17.2 vs 20.8 us, T=2048 433 vs
- * 561 us); rowsplit is faster at T=7 (5.78 vs 6.02 us). bench/results/h200_bench.json. */
+ * 561 us); below, rowsplit beats packed (T=7: 5.78 vs 6.02 us) where cuda_window is not routed (more sequences than
+ * one wave of its blocks, T > 8). bench/results/h200_bench.json. */
 static int cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && gdn__cuda_rowsplit_eligible(p); }
 
 const gdn__kernel gdn__kernels[] = {

@@ -30,7 +30,8 @@ gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel,
     if (strcmp(kernel, "cuda_packed") == 0) return gdn__delta_cuda_packed_variant(&p, variant);
     if (strcmp(kernel, "cuda_decode") == 0) return gdn__delta_cuda_decode_ncol(&p, variant);
     if (strcmp(kernel, "cuda_rowsplit") == 0) return gdn__delta_cuda_rowsplit_variant(&p, variant);
-    if (strcmp(kernel, "cuda_window") == 0) return variant == 0 ? gdn__delta_cuda_window(&p) : GDN_ERR_INELIGIBLE;
+    if (strcmp(kernel, "cuda_window") == 0)
+        return variant == 0 && gdn__cuda_window_eligible(&p) ? gdn__delta_cuda_window(&p) : GDN_ERR_INELIGIBLE;
     if (strcmp(kernel, "cuda_generic") == 0)
         return gdn__cuda_generic_eligible(&p) ? gdn__delta_cuda_generic(&p) : GDN_ERR_INELIGIBLE;
     return GDN_ERR_UNKNOWN_KERNEL;

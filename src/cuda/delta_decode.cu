@@ -91,7 +91,6 @@ __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsign
                  : "memory");
 }
 
-
 template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int bulk) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;

@@ -371,9 +371,10 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     } else {
 #pragma unroll
         for (int p = 0; p < P; ++p) {
+            if (!jv[p]) continue;
             const int64_t j = j0 + jl + p;
 #pragma unroll
-            for (int e = 0; e < E && jv[p]; e += 4) {
+            for (int e = 0; e < E; e += 4) {
                 if (vk) {
                     *(float4 *)(a.state_out + sbase + j * DK + r * E + e) = make_float4(s[p][e], s[p][e + 1], s[p][e + 2], s[p][e + 3]);
                 } else {

@@ -205,8 +205,8 @@ int gdn__cuda_window_routed(const gdn__problem *p) {
     return gdn__cuda_window_eligible(p) && p->a.B * p->a.Hv * (p->a.Dv / GDN_WIN_COLS) <= gdn_cuda_sm_count();
 }
 
+/* p eligible (the router, a named call and gdn__cuda_run_variant check it) */
 gdn_status gdn__delta_cuda_window(const gdn__problem *p) {
-    if (!gdn__cuda_window_eligible(p)) return GDN_ERR_INELIGIBLE;
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_window_dt<true>(p) : gdn_window_dt<false>(p);
 }
 

@@ -393,11 +393,16 @@ static inline int gdn_staged_tensors_aligned16(const gdn_delta_args *a) {
            gdn_aligned16(a->state_out);
 }
 
-/* Streaming multiprocessors of the current device, 0 if the query fails. */
+/* Streaming multiprocessors of the current device, 0 if the query fails; asked once per device (the first 64), as
+ * routing and every launcher of a call read it. */
 static inline int gdn_cuda_sm_count(void) {
+    static int known[64]; /* 0: not asked yet */
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    const int cached = dev >= 0 && dev < 64;
+    if (cached && (sms = __atomic_load_n(&known[dev], __ATOMIC_RELAXED)) > 0) return sms;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    if (cached) __atomic_store_n(&known[dev], sms, __ATOMIC_RELAXED);
     return sms;
 }
 
