@@ -145,7 +145,7 @@ def main():
     ap.add_argument("--profile-cases", default=None, help="with --profile: B:T:kv|vk:kernel:variant,...")
     ap.add_argument("--ours-only", action="store_true", help="libgdn's kernels only (no FLA)")
     ap.add_argument("--decode-only", action="store_true", help="the decode shapes and T=7 only")
-    ap.add_argument("--window", action="store_true", help="short windows T = 1 .. 16 at B=1, every packed variant")
+    ap.add_argument("--window", action="store_true", help="short windows: T = 1 .. 16 at B=1 and T=7 at B=8, the window, packed and rowsplit kernels")
     opt = ap.parse_args()
 
     lib = gdn.load()

@@ -5,8 +5,8 @@
 # a short table is printed last.
 #
 #   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|window|profile]   (default all; quick = tests + a short
-#                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16, every
-#                                   packed variant)
+#                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16 with
+#                                   the window, packed and rowsplit kernels, without FLA)
 #
 # FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
 set -uo pipefail
