@@ -57,6 +57,7 @@ int gdn__cuda_devices(void);
 int gdn__cuda_generic_eligible(const gdn__problem *p);
 int gdn__cuda_packed_eligible(const gdn__problem *p);
 int gdn__cuda_decode_eligible(const gdn__problem *p);
+int gdn__cuda_decode_routed(const gdn__problem *p); /* eligible, where it beats rowsplit */
 int gdn__cuda_rowsplit_eligible(const gdn__problem *p);
 int gdn__cuda_window_eligible(const gdn__problem *p);
 int gdn__cuda_window_routed(const gdn__problem *p); /* eligible, and few enough sequences to gain */

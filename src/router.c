@@ -33,7 +33,7 @@ static int cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && g
 
 const gdn__kernel gdn__kernels[] = {
     {"cuda_window", GDN_BACKEND_CUDA, 0, gdn__cuda_window_eligible, gdn__cuda_window_routed, gdn__delta_cuda_window},
-    {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, NULL, gdn__delta_cuda_decode},
+    {"cuda_decode", GDN_BACKEND_CUDA, 0, gdn__cuda_decode_eligible, gdn__cuda_decode_routed, gdn__delta_cuda_decode},
     {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, gdn__cuda_rowsplit_eligible, cuda_rowsplit_routed, gdn__delta_cuda_rowsplit},
     {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, NULL, gdn__delta_cuda_packed},
     {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, NULL, gdn__delta_cuda_generic},

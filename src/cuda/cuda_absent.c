@@ -6,6 +6,7 @@ int gdn_cuda_device_count(void) { return 0; }
 int gdn__cuda_generic_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_packed_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_decode_eligible(const gdn__problem *p) { return p == NULL; }
+int gdn__cuda_decode_routed(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_rowsplit_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_window_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_window_routed(const gdn__problem *p) { return p == NULL; }

@@ -240,11 +240,19 @@ static int gdn_decode_shape_ok(const gdn__problem *p) {
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned;
 }
 
-/* T <= 4; VK windows up to 8 tokens where the streamed kernel takes them (at B=1, T=7 on the H200 it beats rowsplit
- * in VK, 6.3 vs 9.0 us, and loses in KV, 6.4 vs 5.9 us: docs/GPU_NOTES.md). */
+/* T <= 4, or windows up to 8 tokens where the streamed kernel takes them. */
 int gdn__cuda_decode_eligible(const gdn__problem *p) {
     if (p->a.T <= GDN_DECODE_TMAX) return gdn_decode_shape_ok(p);
-    return p->a.state_layout == GDN_STATE_VK && gdn__cuda_decode_stream_eligible(p);
+    return gdn__cuda_decode_stream_eligible(p);
+}
+
+/* Routed where eligible, except KV windows of more than 4 tokens over no more 32-column items than SMs, which rowsplit
+ * takes (H200, B=1, T=7, KV: rowsplit 5.7 us, streamed 6.5; cuda_window comes first where it applies). With more items
+ * the streamed kernel wins in KV too (B=8, T=7: 23.8 against rowsplit's 27.5 us): docs/GPU_NOTES.md. */
+int gdn__cuda_decode_routed(const gdn__problem *p) {
+    if (!gdn__cuda_decode_eligible(p)) return 0;
+    return p->a.T <= GDN_DECODE_TMAX || p->a.state_layout == GDN_STATE_VK ||
+           p->a.B * p->a.Hv * (p->a.Dv / 32) > gdn_cuda_sm_count();
 }
 
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
