@@ -255,7 +255,8 @@ def main():
                     a.state_in = c.data_ptr()
                     in_place.append(a)
                 fns = [make_fn(a, None, 0) for a in in_place]
-                record("routed_in_place", lname, *[x for x in (time_calls(fns),) for x in (x[:3], x[3])])
+                sec = time_calls(fns)
+                record("routed_in_place", lname, sec[:3], sec[3])
                 del copies
             base = outs.get("routed")
             if base is not None:

@@ -40,6 +40,17 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
     const int64_t sbase = bh * DK * a.Dv;
 
+    /* lane t < T: the raw gate and beta of token t, loaded first: their math (double precision) then runs while the
+     * state is still arriving */
+    float gate_raw = 0.0f, beta_raw = 0.0f;
+    bool live_lane = false;
+    if (lane < T) {
+        const int64_t gi = (b * a.T + lane) * a.Hv + h;
+        if (!VEC) gate_raw = __ldg(a.gate + gi);
+        beta_raw = __ldg(a.beta + gi);
+        live_lane = a.mask == NULL || a.mask[b * a.T + lane] != 0;
+    }
+
     /* KV: the tile's copies, 8 pieces of 16 bytes per key row */
     if (KV && a.state_in) {
         const float *src = a.state_in + sbase + j0;
@@ -81,14 +92,11 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
             vw[t] = 0u;
         }
     }
-    /* lane t < T: gate, beta and mask bit of token t */
+    /* lane t < T: gate and beta of token t */
     float g_lane = 0.0f, beta_lane = 0.0f;
-    bool live_lane = false;
     if (lane < T) {
-        const int64_t gi = (b * a.T + lane) * a.Hv + h;
-        if (!VEC) g_lane = gdn_gate_of(a, __ldg(a.gate + gi), h);
-        beta_lane = gdn_beta_of(a, __ldg(a.beta + gi));
-        live_lane = a.mask == NULL || a.mask[b * a.T + lane] != 0;
+        if (!VEC) g_lane = gdn_gate_of(a, gate_raw, h);
+        beta_lane = gdn_beta_of(a, beta_raw);
     }
     const unsigned live_bits = __ballot_sync(GDN_FULL_MASK, live_lane);
 
