@@ -256,20 +256,10 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
                 gdn_st(a.y, DT, y_row + (t - 1) * a.Hv * a.Dv, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
             prev_live = live;
             if (!live) continue;
-            /* d = (v - g kv) beta of the lane's column (vector gate: (v - kv) beta), then every column's d */
+            /* the token's update and the readout partials (gdn_update_columns) */
             const float g = tab_g[e0 + t], beta = tab_beta[e0 + t];
             const float v = gdn_row_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
-            const float d_col = VEC ? __fmul_rn(__fsub_rn(v, r[0]), beta) : __fmul_rn(__fsub_rn(v, __fmul_rn(g, r[0])), beta);
-#pragma unroll
-            for (int n = 0; n < GDN_DEC_NCOL; ++n) {
-                const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_tree_col<GDN_DEC_NCOL>(n));
-                o[n] = 0.0f;
-#pragma unroll
-                for (int e = 0; e < C; ++e) {
-                    s[n][e] = __fmaf_rn(VEC ? gv[e] : g, s[n][e], __fmul_rn(k[e], d));
-                    o[n] = __fmaf_rn(s[n][e], q[e], o[n]);
-                }
-            }
+            gdn_update_columns<GDN_DEC_NCOL, C, VEC>(s, o, r[0], v, g, beta, k, q, gv);
         }
         if (!a.state_out) return;
         if (KV) {

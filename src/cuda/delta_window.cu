@@ -142,17 +142,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
         prev_live = live;
         if (!live) continue;
         const float g = __shfl_sync(GDN_FULL_MASK, g_lane, tk), beta = __shfl_sync(GDN_FULL_MASK, beta_lane, tk);
-        const float d_col = VEC ? __fmul_rn(__fsub_rn(v[0], r[0]), beta) : __fmul_rn(__fsub_rn(v[0], __fmul_rn(g, r[0])), beta);
-#pragma unroll
-        for (int n = 0; n < NC; ++n) {
-            const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_tree_col<NC>(n));
-            o[n] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < C; ++e) {
-                s[n][e] = __fmaf_rn(VEC ? gv[e] : g, s[n][e], __fmul_rn(k[e], d));
-                o[n] = __fmaf_rn(s[n][e], q[e], o[n]);
-            }
-        }
+        gdn_update_columns<NC, C, VEC>(s, o, r[0], v[0], g, beta, k, q, gv);
     }
 
     if (!a.state_out) return;

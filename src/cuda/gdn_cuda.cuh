@@ -319,6 +319,27 @@ __device__ __forceinline__ void gdn_tree_transposed(const float (&p)[NX][NC], fl
         for (int x = 0; x < NX; ++x) r[x] = __fadd_rn(r[x], __shfl_xor_sync(GDN_FULL_MASK, r[x], m));
 }
 
+/* A live token's update of a warp's NC columns, lane = the contract's lane with keys lane*C .. lane*C + C-1, after
+ * the transposed kv tree left kv of column gdn_tree_col<NC>(lane) in this lane:
+ *     d      = (v - g kv) beta of that column (vector gate: (v - kv) beta), then every column's d by shuffle
+ *     S[e][n] = fmaf(g, S[e][n], k_e d_n)   (vector gate: gv_e)
+ *     o[n]    = the readout's lane partial, S[e][n] q_e accumulated ascending from +0 */
+template <int NC, int C, bool VEC>
+__device__ __forceinline__ void gdn_update_columns(float (&s)[NC][C], float (&o)[NC], float kv, float v, float g, float beta,
+                                                   const float (&k)[C], const float (&q)[C], const float (&gv)[C]) {
+    const float d_col = VEC ? __fmul_rn(__fsub_rn(v, kv), beta) : __fmul_rn(__fsub_rn(v, __fmul_rn(g, kv)), beta);
+#pragma unroll
+    for (int n = 0; n < NC; ++n) {
+        const float d = __shfl_sync(GDN_FULL_MASK, d_col, gdn_tree_col<NC>(n));
+        o[n] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+            s[n][e] = __fmaf_rn(VEC ? gv[e] : g, s[n][e], __fmul_rn(k[e], d));
+            o[n] = __fmaf_rn(s[n][e], q[e], o[n]);
+        }
+    }
+}
+
 /* 16 raw bytes at element i of raw (4 f32 or 8 half/bfloat16 elements) as f32 in f[0 .. 16/sizeof-1]. */
 template <int DT>
 __device__ __forceinline__ void gdn_unpack16(const unsigned char *raw, int i, float *f) {
