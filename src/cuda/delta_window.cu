@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
     const int64_t sbase = bh * DK * a.Dv;
 
-    /* lane t < T: the raw gate and beta of token t, loaded first: their math (double precision) then runs while the
-     * state is still arriving */
+    /* lane t < T: the raw gate, beta and mask bit of token t, loaded first: the gate's and beta's math (double
+     * precision) then runs while the state is still arriving */
     float gate_raw = 0.0f, beta_raw = 0.0f;
     bool live_lane = false;
     if (lane < T) {
