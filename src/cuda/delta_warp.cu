@@ -251,8 +251,7 @@ int gdn__cuda_decode_eligible(const gdn__problem *p) {
  * the streamed kernel wins in KV too (B=8, T=7: 23.8 against rowsplit's 27.5 us): docs/GPU_NOTES.md. */
 int gdn__cuda_decode_routed(const gdn__problem *p) {
     if (!gdn__cuda_decode_eligible(p)) return 0;
-    return p->a.T <= GDN_DECODE_TMAX || p->a.state_layout == GDN_STATE_VK ||
-           p->a.B * p->a.Hv * (p->a.Dv / 32) > gdn_cuda_sm_count();
+    return p->a.T <= GDN_DECODE_TMAX || p->a.state_layout == GDN_STATE_VK || !gdn_cuda_items32_in_one_wave(p);
 }
 
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
@@ -263,7 +262,7 @@ gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
  * loading straight into registers, 3.0 us on the H200 against 3.9 for the streamed kernel, whose one item per block
  * has nothing to overlap (docs/GPU_NOTES.md). Else the streamed kernel where it applies, else warps of 8 columns. */
 static int gdn_decode_few_items(const gdn__problem *p) {
-    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && p->a.B * p->a.Hv * (p->a.Dv / 32) <= gdn_cuda_sm_count();
+    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && gdn_cuda_items32_in_one_wave(p);
 }
 
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {

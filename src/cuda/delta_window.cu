@@ -200,7 +200,7 @@ int gdn__cuda_window_eligible(const gdn__problem *p) {
  * streamed decode's 6.21; bench/results/h200_window.json). With more blocks the streamed decode overlaps items and
  * wins (B=8, T=7, KV: 23.9 against 25.6 us). */
 int gdn__cuda_window_routed(const gdn__problem *p) {
-    return gdn__cuda_window_eligible(p) && p->a.B * p->a.Hv * (p->a.Dv / GDN_WIN_COLS) <= gdn_cuda_sm_count();
+    return gdn__cuda_window_eligible(p) && gdn_cuda_items32_in_one_wave(p);
 }
 
 /* p eligible (the router, a named call and gdn__cuda_run_variant check it) */

@@ -427,6 +427,12 @@ static inline int gdn_cuda_sm_count(void) {
     return sms;
 }
 
+/* The call's items of 32 value columns (B Hv Dv/32 of them) fit in one wave, one block per SM (B=1 at the model's
+ * heads): there the kernels that load the state straight into registers beat the streamed decode. */
+static inline int gdn_cuda_items32_in_one_wave(const gdn__problem *p) {
+    return p->a.B * p->a.Hv * (p->a.Dv / 32) <= gdn_cuda_sm_count();
+}
+
 /* Largest dynamic shared memory a block may use on the current device, read once (48 KB if the query fails). */
 static inline int gdn_cuda_smem_optin(void) {
     static int bytes = -1;
