@@ -25,8 +25,10 @@
 #define GDN_WIN_COLS (GDN_WIN_WARPS * GDN_WIN_NCOL) /* columns per block: 32 */
 #define GDN_WIN_TMAX 8
 
+/* one block per SM: routed only where its blocks fit in one wave, and the f32 instantiation needs > 128 registers
+ * (its raw words of k and q, and the gate's and beta's math side by side) */
 template <int DT, bool VEC, int C, bool KV>
-__global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_window_kernel(gdn_dev_args a) {
+__global__ void __launch_bounds__(GDN_WIN_WARPS * 32, 1) gdn_delta_window_kernel(gdn_dev_args a) {
     constexpr int NT = GDN_WIN_WARPS * 32, DK = 32 * C, NC = GDN_WIN_NCOL, TW = GDN_WIN_TMAX, DS = DT == GDN_F32 ? 4 : 2;
     __shared__ __align__(16) unsigned char tile[KV ? DK * 128 : 16]; /* KV: the state's Dk rows of 32 columns */
     gdn_grid_dependency_wait();
@@ -40,13 +42,15 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
     const int64_t sbase = bh * DK * a.Dv;
 
-    /* lane t < T: the raw gate, beta and mask bit of token t, loaded first: the gate's and beta's math (double
-     * precision) then runs while the state is still arriving */
+    /* lane t < T: the raw gate, beta and mask bit of token t (and the head's A_log, dt_bias), loaded first: the gate's
+     * and beta's math (double precision) then runs while the state is still arriving */
     float gate_raw = 0.0f, beta_raw = 0.0f;
+    gdn_head_gate hg = {0.0f, 0.0f};
     bool live_lane = false;
     if (lane < T) {
         const int64_t gi = (b * a.T + lane) * a.Hv + h;
         if (!VEC) gate_raw = __ldg(a.gate + gi);
+        if (!VEC) hg = gdn_head_gate_of(a, h);
         beta_raw = __ldg(a.beta + gi);
         live_lane = a.mask == NULL || a.mask[b * a.T + lane] != 0;
     }
@@ -95,7 +99,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     /* lane t < T: gate and beta of token t */
     float g_lane = 0.0f, beta_lane = 0.0f;
     if (lane < T) {
-        if (!VEC) g_lane = gdn_gate_of(a, gate_raw, h);
+        if (!VEC) g_lane = gdn_gate_of(a, gate_raw, hg);
         beta_lane = gdn_beta_of(a, beta_raw);
     }
     const unsigned live_bits = __ballot_sync(GDN_FULL_MASK, live_lane);
