@@ -74,57 +74,47 @@ GDN_HD double gdn__poly13_d(const double c[14], double x) {
 }
 
 /* e^x in double for any double x: x = n ln2 + r, |r| <= ln2/2, e^r by its Taylor series to degree 13
- * (truncation < 2^-60), scaled by 2^n in two steps so that the double never leaves the normal range early. The main
- * path runs on x clamped into [-745, 709] (NaN to 0) and the special cases are selected at the end, so that no
- * branch waits on x before the polynomial. */
+ * (truncation < 2^-60), scaled by 2^n in two steps so that the double never leaves the normal range early. */
 GDN_HD double gdn__exp_d(double x) {
-    const double xc = x > 709.0 ? 709.0 : x < -745.0 ? -745.0 : x == x ? x : 0.0;
+    if (x != x) return x;
+    if (x > 709.0) return gdn__bits_f64(0x7ff0000000000000ull); /* +inf in the float range that follows */
+    if (x < -745.0) return 0.0;
     const double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
     const double shifter = 6755399441055744.0; /* 1.5 * 2^52: x + shifter rounds x to an integer */
-    const double n = (xc * log2e + shifter) - shifter;
-    const double r = (xc - n * ln2_hi) - n * ln2_lo;
+    double n = (x * log2e + shifter) - shifter;
+    double r = (x - n * ln2_hi) - n * ln2_lo;
     const double inv_fact[14] = {1.0, 1.0, 0.5, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0,
                                  1.0 / 40320.0, 1.0 / 362880.0, 1.0 / 3628800.0, 1.0 / 39916800.0, 1.0 / 479001600.0,
                                  1.0 / 6227020800.0};
     const double p = gdn__poly13_d(inv_fact, r);
-    const int64_t ni = (int64_t)n, half = ni / 2;
-    const double s1 = gdn__bits_f64((uint64_t)(half + 1023) << 52), s2 = gdn__bits_f64((uint64_t)(ni - half + 1023) << 52);
-    const double e = (p * s1) * s2;
-    return x != x ? x : x > 709.0 ? gdn__bits_f64(0x7ff0000000000000ull) : x < -745.0 ? 0.0 : e;
+    int64_t ni = (int64_t)n;
+    int64_t half = ni / 2;
+    double s1 = gdn__bits_f64((uint64_t)(half + 1023) << 52), s2 = gdn__bits_f64((uint64_t)(ni - half + 1023) << 52);
+    return (p * s1) * s2;
 }
 
-/* 1/d for d in an interval [lo, hi] with hi <= 2 lo, without a division (on the GPU a double division is a
- * subroutine of ~350 cycles, and the gate's chain runs before a short window's first token): r0 = a - b d, the
- * linear start of least relative error on the interval (|e| <= e_max for e = 1 - d r0), then
- * r0 (1 + e)(1 + e^2)(1 + e^4)(1 + e^8) = r0 (1 + e + ... + e^15) = (1/d)(1 - e^16), plus a few roundings:
- * relative error about 2^-50. Eleven dependent operations. */
-GDN_HD double gdn__recip_d(double d, double a, double b) {
-    const double r0 = a - b * d, e = 1.0 - d * r0, e2 = e * e, e4 = e2 * e2, e8 = e4 * e4;
-    return r0 * (((1.0 + e) * (1.0 + e2)) * ((1.0 + e4) * (1.0 + e8)));
-}
-
-/* ln(1 + x) in double for a float x (converted to double) > -1, to about 1e-16 relative: u = 1 + x = 2^e m,
- * m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(f / (2 + f)) with f = m - 1. For a float x with |x| >= 1e-5, 1 + x is
- * exact in double (x is a multiple of 2^-40, or a float >= 2^53 that absorbs the 1 both ways), so no correction
- * for its rounding is needed. 1 / (2 + f) by gdn__recip_d on [1 + sqrt(1/2), 1 + sqrt(2)] (e_max = 0.0149). The
- * main path runs on a safe argument and the special cases and the small-|x| series are selected at the end. */
+/* ln(1 + x) in double for x > -1, to about 1e-16 relative: u = 1 + x = 2^e m, m in [sqrt(1/2), sqrt(2)),
+ * ln m = 2 atanh(f / (2 + f)) with f = m - 1, plus a first-order correction for the rounding of 1 + x. */
 GDN_HD double gdn__log1p_d(double x) {
-    const double inf = gdn__bits_f64(0x7ff0000000000000ull), ax = x < 0 ? -x : x;
-    const int main_path = x > -1.0 && x < inf && ax >= 1e-5; /* false for NaN */
-    const double u = 1.0 + (main_path ? x : 1.0);
-    const uint64_t bits = gdn__f64_bits(u);
-    const double m0 = gdn__bits_f64((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
-    const int above = m0 > 1.4142135623730951;
-    const double m = above ? m0 * 0.5 : m0;
-    const double de = (double)((int64_t)((bits >> 52) & 0x7ff) - 1023 + above);
-    const double f = m - 1.0, s = f * gdn__recip_d(2.0 + f, 0.9850615000483447, 0.23901599922648414), s2 = s * s;
+    if (x != x) return x;
+    if (x < -1.0) return (x - x) / (x - x); /* NaN */
+    if (x == -1.0) return -gdn__bits_f64(0x7ff0000000000000ull);
+    if (x == gdn__bits_f64(0x7ff0000000000000ull)) return x;
+    double ax = x < 0 ? -x : x;
+    if (ax < 1e-5) return x * (1.0 - x * (0.5 - x * (1.0 / 3.0 - x * 0.25))); /* keeps -0 */
+    double u = 1.0 + x;
+    double c = (u - 1.0 == x) ? 0.0 : (x - (u - 1.0)) / u; /* ln(1+x) = ln(u) + c to first order */
+    uint64_t bits = gdn__f64_bits(u);
+    int64_t e = (int64_t)((bits >> 52) & 0x7ff) - 1023;
+    double m = gdn__bits_f64((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    if (m > 1.4142135623730951) { m = m * 0.5; e = e + 1; }
+    double f = m - 1.0, s = f / (2.0 + f), s2 = s * s;
     const double odd[14] = {1.0,        1.0 / 3.0,  1.0 / 5.0,  1.0 / 7.0,  1.0 / 9.0,  1.0 / 11.0, 1.0 / 13.0,
                             1.0 / 15.0, 1.0 / 17.0, 1.0 / 19.0, 1.0 / 21.0, 1.0 / 23.0, 1.0 / 25.0, 0.0};
     const double series = gdn__poly13_d(odd, s2);
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-    const double big = de * ln2_hi + (2.0 * s * series + de * ln2_lo);
-    const double small = x * (1.0 - x * (0.5 - x * (1.0 / 3.0 - x * 0.25))); /* keeps -0 */
-    return x != x ? x : x < -1.0 ? gdn__bits_f64(0x7ff8000000000000ull) : x == -1.0 ? -inf : x == inf ? x : ax < 1e-5 ? small : big;
+    double de = (double)e;
+    return (de * ln2_hi + (2.0 * s * series + (de * ln2_lo + c)));
 }
 
 /* e^x, rounded to float. */
@@ -133,24 +123,11 @@ GDN_HD float gdn_expf(float x) { return (float)gdn__exp_d((double)x); }
 /* ln(1 + x), rounded to float. */
 GDN_HD float gdn_log1pf(float x) { return (float)gdn__log1p_d((double)x); }
 
-/* softplus(x) = x for x > 20, else log1p(exp(x)) (exp rounded to float first, as the contract states); the chain
- * runs on min(x, 20) and x is selected after it, with no branch. */
-GDN_HD float gdn_softplusf(float x) {
-    const float sp = gdn_log1pf(gdn_expf(x > 20.0f ? 20.0f : x));
-    return x > 20.0f ? x : sp;
-}
+/* softplus(x) = x for x > 20, else log1p(exp(x)) (exp rounded to float first, as the contract states). */
+GDN_HD float gdn_softplusf(float x) { return x > 20.0f ? x : gdn_log1pf(gdn_expf(x)); }
 
-/* 1 / (1 + e^-x), rounded once to float. d = 1 + e^-x = 2^k m with m in [1, 2): 1/d = (1/m) 2^-k by
- * gdn__recip_d (e_max = 1/17); d >= 2^1023 (1/d is float 0) and NaN are selected at the end. */
-GDN_HD float gdn_sigmoidf(float x) {
-    const double d = 1.0 + gdn__exp_d(-(double)x);
-    const uint64_t bits = gdn__f64_bits(d);
-    const int64_t k = (int64_t)((bits >> 52) & 0x7ff) - 1023; /* >= 0: d >= 1 */
-    const double m = gdn__bits_f64((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
-    const double scale = gdn__bits_f64((uint64_t)(1023 - (k < 1022 ? k : 1022)) << 52);
-    const double r = gdn__recip_d(m, 24.0 / 17.0, 8.0 / 17.0) * scale;
-    return d != d ? (float)d : k >= 1023 ? 0.0f : (float)r;
-}
+/* 1 / (1 + e^-x), rounded once to float. */
+GDN_HD float gdn_sigmoidf(float x) { return (float)(1.0 / (1.0 + gdn__exp_d(-(double)x))); }
 
 /* x / (1 + e^-x), rounded once to float; -inf gives the limit -0 (the quotient would be -inf / inf = NaN). */
 GDN_HD float gdn_siluf(float x) {

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
         const int64_t bt = I.b * a.T + x % T, gi = bt * a.Hv + I.h;
         tab_live[x] = a.mask == NULL || a.mask[bt] != 0;
-        tab_g[x] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), gdn_head_gate_of(a, I.h));
+        tab_g[x] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
         tab_beta[x] = gdn_beta_of(a, __ldg(a.beta + gi));
     };
 

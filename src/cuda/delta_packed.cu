@@ -129,7 +129,6 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     const int64_t col_blocks = (a.Dv + CB - 1) / CB;
     const int64_t bh = blockIdx.x / col_blocks, j0 = (blockIdx.x % col_blocks) * CB;
     const int64_t b = bh / a.Hv, h = bh % a.Hv, hk = h / a.group;
-    const gdn_head_gate hg = gdn_head_gate_of(a, h);
     const int cbe = a.Dv - j0 < CB ? (int)(a.Dv - j0) : CB;
     const int jl = warp * CW + slot * P; /* the lane's first column, relative to j0 */
     const int64_t sbase = bh * DK * a.Dv;
@@ -200,7 +199,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
             int tt;
             const int kind = scalar_input(u, tcn, &tt);
             float *slot4 = (float *)(sm + m.tok) + tt * 4;
-            if (kind == 0 && !VEC) slot4[0] = gdn_gate_of(a, sc[u], hg);
+            if (kind == 0 && !VEC) slot4[0] = gdn_gate_of(a, sc[u], h);
             else if (kind == 1) slot4[1] = gdn_beta_of(a, sc[u]);
             else if (kind == 2) slot4[2] = sc[u];
         }

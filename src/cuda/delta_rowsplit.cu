@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
         if (VEC) gdn_rs_convert<GDN_F32, NT>((float *)(sm + m.gvs), sm + m.gvr, nk * DK);
         if ((int)threadIdx.x < tcn)
             ((float4 *)(sm + m.tok))[threadIdx.x] =
-                make_float4(VEC ? 0.0f : gdn_gate_of(a, sc_g, gdn_head_gate_of(a, h)), gdn_beta_of(a, sc_b), sc_live ? 1.0f : 0.0f, 0.0f);
+                make_float4(VEC ? 0.0f : gdn_gate_of(a, sc_g, h), gdn_beta_of(a, sc_b), sc_live ? 1.0f : 0.0f, 0.0f);
         __syncthreads();
     };
 

@@ -71,16 +71,15 @@ __device__ __forceinline__ void gdn_warp_load_token(gdn_warp_token<CM, NCOL, VEC
     for (int n = 0; n < NCOL; ++n) tk.v[n] = j0 + n < a.Dv ? gdn_ld<DT>(a.v, vrow + n) : 0.0f;
 }
 
-/* decode for Dk <= 128 (<= 32 state elements per lane): at least 4 blocks of 4 warps per SM (<= 128 registers), for loads
- * in flight (5 blocks, <= 102 registers, spilled the raw gate's branch-free math) */
+/* decode for Dk <= 128 (<= 32 state elements per lane): at least 5 blocks of 4 warps per SM (<= 102 registers), for loads
+ * in flight */
 template <int DT, bool VEC, int CM, int NCOL, bool EXACT>
-__global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 4 : 1) gdn_delta_warp_kernel(gdn_dev_args a) {
+__global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 5 : 1) gdn_delta_warp_kernel(gdn_dev_args a) {
     gdn_grid_dependency_wait();
     /* grid: x = b * Hv + h, y = blocks of 4 column groups (32-bit index math) */
     const int lane = threadIdx.x & 31;
     const unsigned bh32 = blockIdx.x, b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
     const int64_t bh = bh32, b = b32, h = h32, hk = h32 / (unsigned)a.group;
-    const gdn_head_gate hg = gdn_head_gate_of(a, h);
     const int64_t j0 = ((int64_t)blockIdx.y * (GDN_WARP_BLOCK / 32) + threadIdx.x / 32) * NCOL;
     if (j0 >= a.Dv) return; /* whole warps only */
     const int c = EXACT ? CM : a.dk_lane;
@@ -131,7 +130,7 @@ __global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 4 : 1) g
         bool live = false;
         if (tl < a.T) {
             const int64_t gi = (b * a.T + tl) * a.Hv + h;
-            if (!VEC) g_lane = gdn_gate_of(a, __ldg(a.gate + gi), hg);
+            if (!VEC) g_lane = gdn_gate_of(a, __ldg(a.gate + gi), h);
             beta_lane = gdn_beta_of(a, __ldg(a.beta + gi));
             live = a.mask == NULL || a.mask[b * a.T + tl] != 0;
         }

@@ -25,10 +25,8 @@
 #define GDN_WIN_COLS (GDN_WIN_WARPS * GDN_WIN_NCOL) /* columns per block: 32 */
 #define GDN_WIN_TMAX 8
 
-/* one block per SM: routed only where its blocks fit in one wave, and the f32 instantiation needs > 128 registers
- * (its raw words of k and q, and the gate's and beta's math side by side) */
 template <int DT, bool VEC, int C, bool KV>
-__global__ void __launch_bounds__(GDN_WIN_WARPS * 32, 1) gdn_delta_window_kernel(gdn_dev_args a) {
+__global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_window_kernel(gdn_dev_args a) {
     constexpr int NT = GDN_WIN_WARPS * 32, DK = 32 * C, NC = GDN_WIN_NCOL, TW = GDN_WIN_TMAX, DS = DT == GDN_F32 ? 4 : 2;
     __shared__ __align__(16) unsigned char tile[KV ? DK * 128 : 16]; /* KV: the state's Dk rows of 32 columns */
     gdn_grid_dependency_wait();
@@ -99,7 +97,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, 1) gdn_delta_window_kernel
     /* lane t < T: gate and beta of token t */
     float g_lane = 0.0f, beta_lane = 0.0f;
     if (lane < T) {
-        if (!VEC) g_lane = gdn_gate_of(a, gate_raw, hg);
+        if (!VEC) g_lane = gdn_gate_loaded(a, gate_raw, hg);
         beta_lane = gdn_beta_of(a, beta_raw);
     }
     const unsigned live_bits = __ballot_sync(GDN_FULL_MASK, live_lane);

@@ -62,8 +62,15 @@ __device__ __forceinline__ void gdn_st(void *base, int dtype, int64_t idx, float
     else gdn_st_dt<GDN_F32>(base, idx, x);
 }
 
-/* A head's A_log and dt_bias (GDN_GATE_RAW; zeros for the other kinds), loaded where the kernel starts or beside the
- * raw gate values, so that the gate's math waits for one memory round trip, not two. */
+/* The scalar decay of a raw gate value x of head h (not for the vector gate). */
+__device__ __forceinline__ float gdn_gate_of(const gdn_dev_args &a, float x, int64_t h) {
+    if (a.gate_kind == GDN_GATE_LOG_DECAY) return gdn_expf(x);
+    if (a.gate_kind == GDN_GATE_RAW) return gdn_raw_gate(x, a.A_log[h], a.dt_bias[h]);
+    return x;
+}
+
+/* A head's A_log and dt_bias (GDN_GATE_RAW; zeros for the other kinds), for a kernel that loads them beside the raw
+ * gate values before the state, so that the gate's math waits for one memory round trip, not two (cuda_window). */
 struct gdn_head_gate {
     float A_log, dt_bias;
 };
@@ -77,8 +84,8 @@ __device__ __forceinline__ gdn_head_gate gdn_head_gate_of(const gdn_dev_args &a,
     return hg;
 }
 
-/* The scalar decay of a raw gate value x of the head whose gdn_head_gate is hg (not for the vector gate). */
-__device__ __forceinline__ float gdn_gate_of(const gdn_dev_args &a, float x, gdn_head_gate hg) {
+/* gdn_gate_of with the head's parameters already loaded */
+__device__ __forceinline__ float gdn_gate_loaded(const gdn_dev_args &a, float x, gdn_head_gate hg) {
     if (a.gate_kind == GDN_GATE_LOG_DECAY) return gdn_expf(x);
     if (a.gate_kind == GDN_GATE_RAW) return gdn_raw_gate(x, hg.A_log, hg.dt_bias);
     return x;
