@@ -47,8 +47,10 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     bool live_lane = false;
     if (lane < T) {
         const int64_t gi = (b * a.T + lane) * a.Hv + h;
-        if (!VEC) gate_raw = __ldg(a.gate + gi);
-        if (!VEC) hg = gdn_head_gate_of(a, h);
+        if (!VEC) {
+            gate_raw = __ldg(a.gate + gi);
+            hg = gdn_head_gate_of(a, h);
+        }
         beta_raw = __ldg(a.beta + gi);
         live_lane = a.mask == NULL || a.mask[b * a.T + lane] != 0;
     }
