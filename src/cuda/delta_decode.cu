@@ -1,15 +1,20 @@
 /* cuda_decode: a few tokens (T <= 8) for many sequences, streamed through shared memory.
  *
  * Work item = (sequence b, value head h, 32 value columns j0 .. j0+31): its state piece (Dk x 32 floats) and its
- * tokens' q, k, v (32 columns). A persistent grid of blocks of 4 warps walks the items; each block keeps a ring of
- * shared-memory stages (3, or 4 with bulk copies) filled ahead, so the state streams from memory while earlier items
- * are computed. The stages fill by cp.async, or in VK, where a block walks at least 4 items, by bulk (TMA) copies
- * that complete on an mbarrier per stage; the new state leaves by streaming stores from registers (VK), from the
- * stage as whole row pieces (KV), or as one bulk store per item (VK with bulk copies).
+ * tokens' q, k, v (32 columns). A persistent grid of blocks walks the items; each block keeps a ring of 3
+ * shared-memory stages filled ahead, so the state streams from memory while earlier items are computed. Two ways:
+ *  - block-synchronous (KV, and VK where a block walks fewer than 4 items): 4 warps fill the stages by cp.async and
+ *    compute; the new state leaves by streaming stores from registers (VK) or from the stage as whole row pieces (KV);
+ *  - warp-specialized (VK, a block walking at least 4 items): a fifth warp fills the stages by bulk (TMA) copies that
+ *    complete on the stage's "full" mbarrier; each of the 4 computing warps writes its 8 new columns back into the
+ *    stage, sends them out as one bulk store, and once the store has read them arrives on the stage's "empty"
+ *    mbarrier, which the filling warp waits on before it reuses the stage. No block barrier per item: B=256 282 ->
+ *    269 us on the H200 (docs/GPU_NOTES.md).
  *
- * Gates, betas and mask bits come from a table that the block fills for up to 128 (item, token) pairs at once, one
- * pair per thread, before it waits for the copies: the double-precision gate math runs once per pair and overlaps
- * the state's transfer instead of running in every warp after it.
+ * Gates, betas and mask bits come from a table: the block-synchronous loop fills it for up to 128 (item, token) pairs
+ * at once, one pair per thread, before it waits for the copies; the filling warp writes a stage's T entries (lane t:
+ * token t) before issuing its copies. Either way the double-precision gate math runs once per pair and overlaps the
+ * state's transfer instead of running in every warp after it.
  *
  * Computing an item: warp w takes the columns j0 + 8w .. j0 + 8w + 7; lane l is the contract's lane l and holds
  * S[l*C .. l*C + C-1][j] of its 8 columns (C = Dk/32). Per token: the 8 columns' fmaf partials, the butterfly run
@@ -24,11 +29,15 @@
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */
 #define GDN_DEC_NCOL 8
-#define GDN_DEC_STAGES 3      /* default ring depth; 2 .. 4 on request (bench variants) */
-#define GDN_DEC_STAGES_BULK 4 /* default ring depth with bulk copies */
+/* Default ring depths (2 .. 4 on request, bench variants). Warp-specialized, H200 (docs/GPU_NOTES.md): one token is
+ * memory-bound and wants the deepest ring (4 stages, 3 blocks per SM: B=256 269 us against 280-282 with 2 or 3);
+ * seven tokens are compute-bound and want more blocks (2 stages, 4 blocks per SM: 426 us against 457 and 540). */
+#define GDN_DEC_STAGES 3
+#define GDN_DEC_STAGES_WS1 4 /* warp-specialized, T = 1 */
+#define GDN_DEC_STAGES_WS 2  /* warp-specialized, T > 1 */
 #define GDN_DEC_TMAX 8
 #define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
-#define GDN_DEC_BULK_ITEMS 4             /* VK: bulk copies from this many items per block */
+#define GDN_DEC_BULK_ITEMS 4             /* VK: warp-specialized from this many items per block */
 
 struct gdn_dec_smem {
     int st, q, k, v, gv; /* byte offsets within a stage */
@@ -67,8 +76,12 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, u
  * one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
 __device__ __forceinline__ unsigned gdn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-__device__ __forceinline__ void gdn_mbar_init(uint64_t *bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(gdn_smem_addr(bar)) : "memory");
+__device__ __forceinline__ void gdn_mbar_init(uint64_t *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void gdn_mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(gdn_smem_addr(bar)) : "memory");
 }
 
 __device__ __forceinline__ void gdn_mbar_expect(uint64_t *bar, unsigned bytes) {
@@ -92,7 +105,7 @@ __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsign
 }
 
 template <int DT, bool VEC, int C, bool KV>
-__global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int bulk) {
+__global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int ws) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
     gdn_grid_dependency_wait();
@@ -100,53 +113,51 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     const gdn_dec_smem m = gdn_dec_layout(DK, T, DS, VEC);
     float *tab_g = (float *)(sm + stages * m.stage), *tab_beta = tab_g + GDN_DEC_TAB;
     int *tab_live = (int *)(tab_beta + GDN_DEC_TAB);
-    uint64_t *bars = (uint64_t *)(tab_live + GDN_DEC_TAB); /* VK: one mbarrier per stage */
+    /* warp-specialized (VK): full[sg] completes when item n's bytes have landed in stage sg, empty[sg] when the 4
+     * computing warps are done with it */
+    uint64_t *full = (uint64_t *)(tab_live + GDN_DEC_TAB), *empty = full + stages;
     const int per_tab = GDN_DEC_TAB / T; /* items per filling of the table */
-    /* VK with `bulk`: bulk copies in (warp 0, completing on the stage's mbarrier) and one bulk store out per item */
-    const bool bulk_in = !KV && bulk, bulk_store = bulk_in && a.state_out != NULL;
-    if (bulk_in && threadIdx.x == 0) {
-        for (int sg = 0; sg < stages; ++sg) gdn_mbar_init(bars + sg);
+    ws = ws && !KV;
+    if (ws && threadIdx.x == 0) {
+        for (int sg = 0; sg < stages; ++sg) {
+            gdn_mbar_init(full + sg, 1);
+            gdn_mbar_init(empty + sg, GDN_DEC_WARPS);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if (bulk_in) __syncthreads(); /* the barriers are initialized before anyone waits on them */
+    if (ws) __syncthreads(); /* the barriers are initialized before anyone waits on them */
 
-    /* VK: item I into stage sg as bulk copies issued by warp 0, one per lane (the state piece is one contiguous run
-     * of 32 columns; then the q, k rows, the 32 values and the vector gate row of each token) */
+    /* VK: item I into stage sg as bulk copies issued by the filling warp, one per lane (the state piece is one
+     * contiguous run of 32 columns; then the q, k rows, the 32 values and the vector gate row of each token) */
     auto issue_bulk = [&](const gdn_dec_item &I, int sg) {
         constexpr int NR = VEC ? 4 : 3; /* rows per token: q, k, v (, the vector gate) */
         unsigned char *st = sm + sg * m.stage;
         const unsigned row = DK * DS, vrow = GDN_DEC_COLS * DS;
         if (lane == 0) {
-            /* the stage's last reads (and, with bulk stores, the store that reads it) come first */
-            if (bulk_store) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            /* the computing warps' reads of the stage, and the bulk stores they waited for, come first */
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            gdn_mbar_expect(bars + sg, (a.state_in ? DK * GDN_DEC_COLS * 4 : 0) + T * (2 * row + vrow) + (VEC ? T * DK * 4 : 0));
+            gdn_mbar_expect(full + sg, (a.state_in ? DK * GDN_DEC_COLS * 4 : 0) + T * (2 * row + vrow) + (VEC ? T * DK * 4 : 0));
         }
         __syncwarp();
         /* copy x: 0 the state piece, 1 + NR t + r row r of token t; one per lane */
         for (int x = lane; x < 1 + NR * T; x += 32) {
             if (x == 0) {
-                if (a.state_in) gdn_bulk_copy(st + m.st, a.state_in + (I.bh * a.Dv + I.j0) * DK, DK * GDN_DEC_COLS * 4, bars + sg);
+                if (a.state_in) gdn_bulk_copy(st + m.st, a.state_in + (I.bh * a.Dv + I.j0) * DK, DK * GDN_DEC_COLS * 4, full + sg);
                 continue;
             }
             const int t = (x - 1) / NR, r = (x - 1) % NR;
             const int64_t bt = I.b * a.T + t;
             if (r < 2)
-                gdn_bulk_copy(st + (r ? m.k : m.q) + t * row, (const unsigned char *)(r ? a.k : a.q) + (bt * a.Hk + I.hk) * row, row, bars + sg);
+                gdn_bulk_copy(st + (r ? m.k : m.q) + t * row, (const unsigned char *)(r ? a.k : a.q) + (bt * a.Hk + I.hk) * row, row, full + sg);
             else if (r == 2)
-                gdn_bulk_copy(st + m.v + t * vrow, (const unsigned char *)a.v + ((bt * a.Hv + I.h) * a.Dv + I.j0) * DS, vrow, bars + sg);
+                gdn_bulk_copy(st + m.v + t * vrow, (const unsigned char *)a.v + ((bt * a.Hv + I.h) * a.Dv + I.j0) * DS, vrow, full + sg);
             else
-                gdn_bulk_copy(st + m.gv + t * DK * 4, a.gate + (bt * a.Hv + I.h) * DK, DK * 4, bars + sg);
+                gdn_bulk_copy(st + m.gv + t * DK * 4, a.gate + (bt * a.Hv + I.h) * DK, DK * 4, full + sg);
         }
     };
 
-    /* copies of item I into stage `sg`: warp 0's bulk copies, or cp.async (this thread's share, committed by the
-     * caller) */
+    /* copies of item I into stage `sg` by cp.async: this thread's share, committed by the caller */
     auto issue = [&](const gdn_dec_item &I, int sg) {
-        if (bulk_in) {
-            if (warp == 0) issue_bulk(I, sg);
-            return;
-        }
         unsigned char *st = sm + sg * m.stage;
         if (a.state_in) {
             /* 16-byte pieces: VK piece p = column p / (DK/4), keys 4 (p mod DK/4) ..; KV piece p = row p / 8,
@@ -272,12 +283,21 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             }
             return;
         }
-        if (bulk_store) {
-            /* VK: back into the stage as it came (column jw + n, keys lane*C ..), for one bulk store after the barrier */
+        if (ws) {
+            /* VK: the warp's 8 columns back into the stage as they came (column jw + n, keys lane*C ..), out as one
+             * bulk store of 8 Dk floats, which has read the stage when lane 0 returns */
+            float *tile = (float *)(sm + sg * m.stage + m.st) + jw * DK;
 #pragma unroll
-            for (int n = 0; n < GDN_DEC_NCOL; ++n)
-                gdn_lane_put<false>((float *)(sm + sg * m.stage + m.st) + (jw + n) * DK + lane * C, s[n]);
+            for (int n = 0; n < GDN_DEC_NCOL; ++n) gdn_lane_put<false>(tile + n * DK + lane * C, s[n]);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the bulk store */
+            __syncwarp();
+            if (lane == 0) {
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(a.state_out + (I.bh * a.Dv + I.j0 + jw) * DK),
+                             "r"(gdn_smem_addr(tile)), "r"(GDN_DEC_NCOL * DK * 4)
+                             : "memory");
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            }
             return;
         }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
@@ -299,13 +319,46 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
     /* the ring of `stages` (2 .. 4) stages: items blockIdx.x, blockIdx.x + gridDim.x, ...; item n lives in stage
      * n mod stages (32-bit counts: items < 2^31) */
     const int mine = (int)(((unsigned)items - blockIdx.x + gridDim.x - 1) / gridDim.x);
+    if (ws) {
+        /* the filling warp: item n into stage n mod stages once the computing warps are done with item n - stages
+         * (phase bit ph: the parity of the stage's current round); lanes t < T first write its table entries
+         * (stage sg: entries sg T ..) */
+        if (warp == GDN_DEC_WARPS) {
+#pragma unroll 1
+            for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
+                if (n >= stages) gdn_mbar_wait(empty + sg, ph ^ 1u);
+                const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
+                if (lane < T) {
+                    const int64_t bt = I.b * a.T + lane, gi = bt * a.Hv + I.h;
+                    tab_live[sg * T + lane] = a.mask == NULL || a.mask[bt] != 0;
+                    tab_g[sg * T + lane] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
+                    tab_beta[sg * T + lane] = gdn_beta_of(a, __ldg(a.beta + gi));
+                }
+                __syncwarp();
+                issue_bulk(I, sg);
+                if (++sg == stages) sg = 0, ph ^= 1;
+            }
+            return;
+        }
+        /* the computing warps: item n once stage n mod stages is full; the stage is released when the warp's bulk
+         * store has read it */
+#pragma unroll 1
+        for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
+            gdn_mbar_wait(full + sg, ph);
+            compute(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), sg, sg * T);
+            __syncwarp();
+            if (lane == 0) gdn_mbar_arrive(empty + sg);
+            if (++sg == stages) sg = 0, ph ^= 1;
+        }
+        if (lane == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+        return;
+    }
 #pragma unroll 1
     for (int n = 0; n < stages - 1; ++n) {
         if (n < mine) issue(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), n);
         gdn_cp_commit();
     }
     int sg = 0, ahead_sg = stages - 1, e0 = 0;
-    unsigned phases = 0; /* VK: bit sg = parity of the next completion of stage sg's barrier */
 #pragma unroll 1
     for (int n = 0; n < mine; ++n) {
         const int ahead = n + stages - 1;
@@ -313,11 +366,8 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
         gdn_cp_commit();
         /* the table's next items (the previous ones are no longer read: barrier at the end of the last item) */
         if (e0 == 0) fill_table(n, mine);
-        /* item n's copies are in: its stage's barrier completes (bulk), or all but the newest stages - 1 groups */
-        if (bulk_in) {
-            gdn_mbar_wait(bars + sg, (phases >> sg) & 1u);
-            phases ^= 1u << sg;
-        } else if (stages == 2) {
+        /* item n's copies are in: all but the newest stages - 1 groups */
+        if (stages == 2) {
             asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         } else if (stages == 3) {
             asm volatile("cp.async.wait_group 2;\n" ::: "memory");
@@ -332,87 +382,79 @@ __global__ void __launch_bounds__(GDN_DEC_WARPS * 32, C <= 4 ? 4 : 1) gdn_delta_
             write_rows(I, sg);
             __syncthreads();
         }
-        if (bulk_store && threadIdx.x == 0) {
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(a.state_out + (I.bh * a.Dv + I.j0) * DK),
-                         "r"(gdn_smem_addr(sm + sg * m.stage + m.st)), "r"(DK * GDN_DEC_COLS * 4)
-                         : "memory");
-            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-        }
         sg = sg + 1 == stages ? 0 : sg + 1;
         ahead_sg = ahead_sg + 1 == stages ? 0 : ahead_sg + 1;
         e0 = e0 + T == per_tab * T ? 0 : e0 + T;
     }
-    if (bulk_store && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
-/* `stages` deep (0: GDN_DEC_STAGES, or GDN_DEC_STAGES_BULK with bulk copies); a persistent grid of as many blocks as fit on the SMs, at most max_blocks
- * (0: no cap). */
+/* `stages` deep (0: the default for the way it runs); a persistent grid of as many blocks as fit on the SMs, at most
+ * max_blocks (0: no cap); ws: warp-specialized (VK only), 1 or 0, or -1 where a block walks at least
+ * GDN_DEC_BULK_ITEMS items. */
 template <int DT, bool VEC, int C, bool KV>
-static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int bulk) {
+static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int ws) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
-    /* blocks per SM for a ring depth: cached per depth as (bytes << 32 | blocks) in one word, so a thread never
-     * pairs a size with another size's count */
-    static uint64_t occupancy[5] = {0, 0, 0, 0, 0};
-    int bytes = 0, per_sm = 0;
-    auto size_ring = [&](int depth) -> gdn_status {
-        bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 4 * 8;
-        if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
-            return GDN_ERR_DEVICE;
-        const uint64_t cached = __atomic_load_n(&occupancy[depth], __ATOMIC_RELAXED);
-        per_sm = (int)(cached & 0xffffffffu);
-        if (cached >> 32 != (uint64_t)bytes) {
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
-                                                              GDN_DEC_WARPS * 32, bytes) != cudaSuccess || per_sm < 1)
-                return GDN_ERR_DEVICE;
-            __atomic_store_n(&occupancy[depth], (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
-        }
-        return GDN_OK;
-    };
+    /* blocks per SM for (warp-specialized, ring depth): cached as (bytes << 32 | blocks) in one word, so a thread
+     * never pairs a size with another size's count */
+    static uint64_t occupancy[2][5];
     const int sms = gdn_cuda_sm_count();
     if (sms < 1) return GDN_ERR_DEVICE;
     const int64_t items = a.B * a.Hv * (a.Dv / GDN_DEC_COLS);
-    auto grid_of = [&]() {
-        int64_t g = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
-        return max_blocks > 0 && g > max_blocks ? (int64_t)max_blocks : g;
-    };
-    if (size_ring(stages ? stages : GDN_DEC_STAGES) != GDN_OK) return GDN_ERR_DEVICE;
-    int64_t grid = grid_of();
-    /* bulk copies pay where a block streams many items (B=256, VK: 294 -> 282 us), with a ring of 4 (-> 281 us); with
-     * one or two items per block their latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
-    if (bulk < 0) bulk = !KV && items >= GDN_DEC_BULK_ITEMS * grid;
-    if (stages == 0) {
-        stages = bulk && !KV ? GDN_DEC_STAGES_BULK : GDN_DEC_STAGES;
-        if (stages != GDN_DEC_STAGES) {
-            if (size_ring(stages) != GDN_OK) return GDN_ERR_DEVICE;
-            grid = grid_of();
+    int depth = 0, bytes = 0;
+    int64_t grid = 0;
+    /* depth, bytes and grid with (w = 1) or without the filling warp */
+    auto configure = [&](int w) -> gdn_status {
+        depth = stages ? stages : !w ? GDN_DEC_STAGES : a.T == 1 ? GDN_DEC_STAGES_WS1 : GDN_DEC_STAGES_WS;
+        bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 2 * depth * 8;
+        if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
+            return GDN_ERR_DEVICE;
+        uint64_t *slot = &occupancy[w][depth];
+        const uint64_t cached = __atomic_load_n(slot, __ATOMIC_RELAXED);
+        int per_sm = (int)(cached & 0xffffffffu);
+        if (cached >> 32 != (uint64_t)bytes) {
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
+                                                              (GDN_DEC_WARPS + w) * 32, bytes) != cudaSuccess || per_sm < 1)
+                return GDN_ERR_DEVICE;
+            __atomic_store_n(slot, (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
         }
+        grid = items < (int64_t)sms * per_sm ? items : (int64_t)sms * per_sm;
+        if (max_blocks > 0 && grid > max_blocks) grid = max_blocks;
+        return GDN_OK;
+    };
+    if (KV) ws = 0;
+    if (configure(ws != 0) != GDN_OK) return GDN_ERR_DEVICE;
+    /* the filling warp pays where a block streams many items (B=256, VK: 282 -> 269 us); with one or two items per
+     * block the bulk copies' latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
+    if (ws < 0) {
+        ws = items >= GDN_DEC_BULK_ITEMS * grid;
+        if (!ws && configure(0) != GDN_OK) return GDN_ERR_DEVICE;
     }
-    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, GDN_DEC_WARPS * 32, bytes,
-                          p->a.cuda_stream, a, items, stages, bulk);
+    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + ws) * 32, bytes,
+                          p->a.cuda_stream, a, items, depth, ws);
 }
 
 template <int DT, bool VEC, bool KV>
-static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks, int bulk) {
+static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks, int ws) {
     switch (p->a.Dk) {
-    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks, bulk);
-    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks, bulk);
-    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks, bulk);
-    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks, bulk);
+    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks, ws);
+    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks, ws);
+    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks, ws);
+    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks, ws);
     }
 }
 
 template <int DT, bool VEC>
-static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks, int bulk) {
-    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, bulk) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, bulk);
+static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks, int ws) {
+    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, ws) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, ws);
 }
 
 template <bool VEC>
-static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks, int bulk) {
+static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks, int ws) {
     switch (p->a.dtype) {
-    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks, bulk);
-    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks, bulk);
-    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks, bulk);
+    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks, ws);
+    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks, ws);
+    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks, ws);
     }
 }
 
@@ -428,12 +470,13 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
 }
 
 /* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
- * one so that every block walks many items); bulk (VK): 1 bulk copies, 0 cp.async, -1 chosen by items per block */
-gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int bulk) {
+ * one so that every block walks many items); ws (VK): 1 warp-specialized with bulk copies, 0 block-synchronous with
+ * cp.async, -1 chosen by items per block */
+gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws) {
     if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
         return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks, bulk)
-                                             : gdn_decode_dtype<false>(p, stages, max_blocks, bulk);
+    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks, ws)
+                                             : gdn_decode_dtype<false>(p, stages, max_blocks, ws);
 }
 
 } /* extern "C" */

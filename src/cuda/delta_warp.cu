@@ -272,7 +272,7 @@ gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
 }
 
 /* ncol 4 or 8 (1 or 2 for Dk = 128): this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
- * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: cp.async / bulk copies forced). */
+ * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: block-synchronous / warp-specialized forced). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
     if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
     if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0, -1);
