@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Decode in VK: builds of the library and cuda_decode variants alternating in one process (three rounds of
+bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and the state) against the first.
+
+    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:variant ... [B=1,8,64,256] [T=1,7]
+
+Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a cuda_decode variant
+(src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous / warp-specialized).
+Writes $OUT/decode_ab.json (OUT defaults to /tmp).
+"""
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_compare as G  # noqa: E402
+
+gdn = G.gdn
+
+
+def main():
+    libs = {"new": gdn.load()}
+    combos, batches, windows = [], [1, 8, 64, 256], [1]
+    for arg in sys.argv[1:]:
+        if arg.startswith("B="):
+            batches = [int(x) for x in arg[2:].split(",")]
+        elif arg.startswith("T="):
+            windows = [int(x) for x in arg[2:].split(",")]
+        elif "=" in arg:
+            name, path = arg.split("=", 1)
+            libs[name] = gdn.load(path)
+        else:
+            name, var = arg.split(":")
+            combos.append((name, int(var)))
+    out = []
+    for T in windows:
+        for B in batches:
+            gen = torch.Generator(device="cuda")
+            gen.manual_seed(7)
+            probe = G.make_set(B, T, gen)
+            set_bytes = sum(t.numel() * t.element_size() for t in probe.values()) + B * T * G.HV * G.D * 2
+            sets = [probe] + [G.make_set(B, T, gen) for _ in range(max(1, min(16, math.ceil(4 * G.L2_BYTES / set_bytes))) - 1)]
+            y = torch.empty(B, T, G.HV, G.D, dtype=torch.bfloat16, device="cuda")
+            st = torch.empty(B, G.HV, G.D, G.D, dtype=torch.float32, device="cuda")
+            state_bytes = 2 * B * G.HV * G.D * G.D * 4
+            bw = G.copy_bandwidth_tbps()
+
+            def run(name, var, a):
+                if var == 0:
+                    gdn.delta(libs[name], a)
+                else:
+                    gdn.run_variant(libs[name], a, "cuda_decode", var)
+
+            def fns_for(name, var):
+                fns = []
+                for s in sets:
+                    a = G.our_args(s, B, T, gdn.STATE_VK, y, st)
+
+                    def fn(a=a):
+                        a.cuda_stream = torch.cuda.current_stream().cuda_stream
+                        run(name, var, a)
+                    fns.append(fn)
+                return fns
+
+            first = None
+            for name, var in combos:
+                y.fill_(float("nan"))
+                st.fill_(float("nan"))
+                run(name, var, G.our_args(probe, B, T, gdn.STATE_VK, y, st))
+                torch.cuda.synchronize()
+                got = (y.clone().view(torch.int16), st.clone().view(torch.int32))
+                first = first or got
+                print("B=%d T=%d %s:%d == first: y %s state %s" % (B, T, name, var, torch.equal(first[0], got[0]),
+                                                                   torch.equal(first[1], got[1])), flush=True)
+            times = {c: [] for c in combos}
+            for _ in range(3):
+                for c in combos:
+                    times[c].append(G.time_calls(fns_for(*c))[0] * 1e6)
+            for (name, var), ts in times.items():
+                m = statistics.median(ts)
+                print("B=%3d T=%d %s:%-4d %s us -> median %.2f us, %.3f TB/s of state, %.1f%% of copy (%.3f TB/s)"
+                      % (B, T, name, var, " ".join("%.2f" % x for x in ts), m, state_bytes / m / 1e6,
+                         100 * state_bytes / m / 1e6 / bw, bw), flush=True)
+                out.append(dict(B=B, T=T, build=name, variant=var, us=ts, median_us=m, state_tbps=state_bytes / m / 1e6,
+                                copy_tbps=bw))
+    json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "decode_ab.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
