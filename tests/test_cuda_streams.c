@@ -66,6 +66,10 @@ static const stream_case cases[] = {
     {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode", 102},
     /* the streamed kernel instance of case 0 (bf16, scalar gate, Dk = 128, VK) with another shared-memory size */
     {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29}, CASE_STATE_SEPARATE, "cuda_decode", 103},
+    /* the streamed kernel warp-specialized (filling warp, mbarrier hand-offs): one token in place (4-stage ring), five
+     * tokens with the vector gate (2-stage ring) */
+    {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32}, CASE_STATE_IN_PLACE, "cuda_decode", 432},
+    {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33}, CASE_STATE_SEPARATE, "cuda_decode", 432},
 };
 #undef R
 enum { N_CASES = (int)(sizeof cases / sizeof cases[0]), CHAIN_CASE = 3, MAX_THREADS = 16 };
