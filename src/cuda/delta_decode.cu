@@ -74,29 +74,10 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, u
     return I;
 }
 
-/* Bulk (TMA) copies into shared memory that complete on an mbarrier: the barrier of a stage expects the bytes of
- * one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
-__device__ __forceinline__ unsigned gdn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void gdn_mbar_init(uint64_t *bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void gdn_mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(gdn_smem_addr(bar)) : "memory");
-}
-
+/* Bulk (TMA) copies into shared memory that complete on an mbarrier (gdn_cuda.cuh): the barrier of a stage expects
+ * the bytes of one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
 __device__ __forceinline__ void gdn_mbar_expect(uint64_t *bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(gdn_smem_addr(bar)), "r"(parity)
-                     : "memory");
 }
 
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing on bar */

@@ -426,6 +426,28 @@ __device__ __forceinline__ void gdn_grid_dependency_wait(void) {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+/* mbarriers in shared memory: a barrier completes a phase when `count` arrivals (and any expected transaction bytes)
+ * have come; gdn_mbar_wait(bar, k mod 2) returns once its k-th phase has completed. */
+__device__ __forceinline__ unsigned gdn_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void gdn_mbar_init(uint64_t *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void gdn_mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(gdn_smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(gdn_smem_addr(bar)), "r"(parity)
+                     : "memory");
+}
+
+
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Every tensor the staging kernels copy in 16-byte pieces is 16-byte aligned: q, k, v, the vector gate (when it is
