@@ -1,8 +1,9 @@
 /* cuda_decode: a few tokens (T <= 8) for many sequences, streamed through shared memory.
  *
  * Work item = (sequence b, value head h, 32 value columns j0 .. j0+31): its state piece (Dk x 32 floats) and its
- * tokens' q, k, v (32 columns). A persistent grid of blocks walks the items; each block keeps a ring of 3
- * shared-memory stages filled ahead, so the state streams from memory while earlier items are computed. Two ways:
+ * tokens' q, k, v (32 columns). A persistent grid of blocks walks the items; each block keeps a ring of 2-4
+ * shared-memory stages filled ahead (depths below), so the state streams from memory while earlier items are
+ * computed. Two ways:
  *  - block-synchronous (KV, and VK where a block walks fewer than 4 items): 4 warps fill the stages by cp.async and
  *    compute; the new state leaves by streaming stores from registers (VK) or from the stage as whole row pieces (KV);
  *  - warp-specialized (VK, a block walking at least 4 items): a fifth warp fills the stages by bulk (TMA) copies that
