@@ -75,13 +75,9 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, u
     return I;
 }
 
-/* Bulk (TMA) copies into shared memory that complete on an mbarrier (gdn_cuda.cuh): the barrier of a stage expects
- * the bytes of one item, its k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
-__device__ __forceinline__ void gdn_mbar_expect(uint64_t *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(bytes) : "memory");
-}
-
-/* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst, completing on bar */
+/* A bulk (TMA) copy into shared memory that completes on an mbarrier (gdn_cuda.cuh): bytes (a multiple of 16, both
+ * addresses 16-byte aligned) from global src to shared dst. The barrier of a stage expects the bytes of one item; its
+ * k-th completion (phase parity k mod 2) means the k-th item of that stage has landed. */
 __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(gdn_smem_addr(dst)),
                  "l"(src), "r"(bytes), "r"(gdn_smem_addr(bar))

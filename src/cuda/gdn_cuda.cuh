@@ -438,6 +438,11 @@ __device__ __forceinline__ void gdn_mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(gdn_smem_addr(bar)) : "memory");
 }
 
+/* an arrival that also expects `bytes` of transactions (bulk copies completing on bar) in the current phase */
+__device__ __forceinline__ void gdn_mbar_expect(uint64_t *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(gdn_smem_addr(bar)), "r"(bytes) : "memory");
+}
+
 __device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
     unsigned done = 0;
     while (!done)
@@ -446,7 +451,6 @@ __device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
                      : "r"(gdn_smem_addr(bar)), "r"(parity)
                      : "memory");
 }
-
 
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
