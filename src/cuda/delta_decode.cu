@@ -88,6 +88,10 @@ template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int ws) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
+    if (blockIdx.x < items) { /* the block's first item, asked of L2 while the kernel before it may still run */
+        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x);
+        gdn_prefetch_columns<DT, VEC, KV, DK>(a, I.b, I.h, I.hk, I.j0);
+    }
     gdn_grid_dependency_wait();
     const int T = (int)a.T, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const gdn_dec_smem m = gdn_dec_layout(DK, T, DS, VEC);

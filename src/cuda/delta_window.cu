@@ -29,7 +29,6 @@ template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_window_kernel(gdn_dev_args a) {
     constexpr int NT = GDN_WIN_WARPS * 32, DK = 32 * C, NC = GDN_WIN_NCOL, TW = GDN_WIN_TMAX, DS = DT == GDN_F32 ? 4 : 2;
     __shared__ __align__(16) unsigned char tile[KV ? DK * 128 : 16]; /* KV: the state's Dk rows of 32 columns */
-    gdn_grid_dependency_wait();
 
     /* block = (b Hv + h) (Dv / 32) + j0 / 32 (32-bit index math: the launcher keeps the grid below 2^31) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, T = (int)a.T;
@@ -39,6 +38,10 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int64_t j0 = (int64_t)(blockIdx.x - bh32 * col_blocks) * GDN_WIN_COLS, jw = j0 + NC * warp;
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
     const int64_t sbase = bh * DK * a.Dv;
+
+    /* everything the block reads, asked of L2 while the kernel before it may still run */
+    gdn_prefetch_columns<DT, VEC, KV, DK>(a, b, h, hk, j0);
+    gdn_grid_dependency_wait();
 
     /* lane t < T: the raw gate, beta and mask bit of token t (and the head's A_log, dt_bias), loaded first: the gate's
      * and beta's math (double precision) then runs while the state is still arriving */

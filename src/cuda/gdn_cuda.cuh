@@ -420,7 +420,45 @@ static inline gdn_status gdn_launch_pdl(void (*kernel)(Params...), dim3 grid, un
     return cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
 }
 
-/* The first statement of a kernel launched with gdn_launch_pdl (a no-op under a plain launch). */
+/* L2 prefetch hints: they return nothing and order nothing, so a kernel may issue them before
+ * gdn_grid_dependency_wait(). The lines come into L2 (the point of coherence of every SM) while the kernel before it
+ * still runs; a load after the wait returns what that kernel wrote, whether or not the line was prefetched. */
+__device__ __forceinline__ void gdn_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+/* [p, p + bytes): p 16-byte aligned, bytes a multiple of 16 */
+__device__ __forceinline__ void gdn_prefetch_l2_bulk(const void *p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes));
+}
+
+/* L2 prefetches of what a block serving the 32 value columns j0 .. j0+31 of (b, h) reads: the state's 32 columns
+ * (VK: 32 contiguous columns of Dk floats, by thread 0; KV: Dk rows of 128 bytes, a row per thread), and by thread
+ * 32 + t, for each token t < T, the k and q rows of key head hk, the 32 values of v, the gate (or the vector gate's
+ * row), beta and the mask byte. Blocks of at least 64 threads. */
+template <int DT, bool VEC, bool KV, int DK>
+__device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int64_t b, int64_t h, int64_t hk, int64_t j0) {
+    constexpr int DS = DT == GDN_F32 ? 4 : 2;
+    const int x = threadIdx.x;
+    if (a.state_in) {
+        const float *s = a.state_in + (b * a.Hv + h) * DK * a.Dv;
+        if (!KV && x == 0) gdn_prefetch_l2_bulk(s + j0 * DK, 32 * DK * 4);
+        if (KV)
+            for (int i = x; i < DK; i += blockDim.x) gdn_prefetch_l2(s + i * a.Dv + j0);
+    }
+    if (x >= 32 && x < 32 + a.T) {
+        const int64_t bt = b * a.T + (x - 32), gi = bt * a.Hv + h, qk = (bt * a.Hk + hk) * DK * DS, vj = (gi * a.Dv + j0) * DS;
+        gdn_prefetch_l2_bulk((const unsigned char *)a.k + qk, DK * DS);
+        gdn_prefetch_l2_bulk((const unsigned char *)a.q + qk, DK * DS);
+        gdn_prefetch_l2((const unsigned char *)a.v + vj);
+        gdn_prefetch_l2((const unsigned char *)a.v + vj + 32 * DS - 1);
+        if (VEC) gdn_prefetch_l2_bulk(a.gate + gi * DK, DK * 4);
+        else gdn_prefetch_l2(a.gate + gi);
+        gdn_prefetch_l2(a.beta + gi);
+        if (a.mask) gdn_prefetch_l2(a.mask + bt);
+    }
+}
+
+/* The first statement of a kernel launched with gdn_launch_pdl (a no-op under a plain launch), or the first after its
+ * L2 prefetches. */
 __device__ __forceinline__ void gdn_grid_dependency_wait(void) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
