@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Decode in VK: builds of the library and cuda_decode variants alternating in one process (three rounds of
+"""Decode: builds of the library and cuda_decode variants alternating in one process (three rounds of
 bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and the state) against the first.
 
-    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:variant ... [B=1,8,64,256] [T=1,7]
+    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:variant ... [B=1,8,64,256] [T=1,7] [layout=vk|kv]
 
 Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a cuda_decode variant
 (src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous / warp-specialized).
@@ -24,12 +24,14 @@ gdn = G.gdn
 
 def main():
     libs = {"new": gdn.load()}
-    combos, batches, windows = [], [1, 8, 64, 256], [1]
+    combos, batches, windows, layout = [], [1, 8, 64, 256], [1], gdn.STATE_VK
     for arg in sys.argv[1:]:
         if arg.startswith("B="):
             batches = [int(x) for x in arg[2:].split(",")]
         elif arg.startswith("T="):
             windows = [int(x) for x in arg[2:].split(",")]
+        elif arg.startswith("layout="):
+            layout = gdn.STATE_KV if arg[7:] == "kv" else gdn.STATE_VK
         elif "=" in arg:
             name, path = arg.split("=", 1)
             libs[name] = gdn.load(path)
@@ -37,6 +39,7 @@ def main():
             name, var = arg.split(":")
             combos.append((name, int(var)))
     out = []
+    lname = "kv" if layout == gdn.STATE_KV else "vk"
     for T in windows:
         for B in batches:
             gen = torch.Generator(device="cuda")
@@ -58,7 +61,7 @@ def main():
             def fns_for(name, var):
                 fns = []
                 for s in sets:
-                    a = G.our_args(s, B, T, gdn.STATE_VK, y, st)
+                    a = G.our_args(s, B, T, layout, y, st)
 
                     def fn(a=a):
                         a.cuda_stream = torch.cuda.current_stream().cuda_stream
@@ -70,11 +73,11 @@ def main():
             for name, var in combos:
                 y.fill_(float("nan"))
                 st.fill_(float("nan"))
-                run(name, var, G.our_args(probe, B, T, gdn.STATE_VK, y, st))
+                run(name, var, G.our_args(probe, B, T, layout, y, st))
                 torch.cuda.synchronize()
                 got = (y.clone().view(torch.int16), st.clone().view(torch.int32))
                 first = first or got
-                print("B=%d T=%d %s:%d == first: y %s state %s" % (B, T, name, var, torch.equal(first[0], got[0]),
+                print("B=%d T=%d %s %s:%d == first: y %s state %s" % (B, T, lname, name, var, torch.equal(first[0], got[0]),
                                                                    torch.equal(first[1], got[1])), flush=True)
             times = {c: [] for c in combos}
             for _ in range(3):
@@ -82,10 +85,10 @@ def main():
                     times[c].append(G.time_calls(fns_for(*c))[0] * 1e6)
             for (name, var), ts in times.items():
                 m = statistics.median(ts)
-                print("B=%3d T=%d %s:%-4d %s us -> median %.2f us, %.3f TB/s of state, %.1f%% of copy (%.3f TB/s)"
-                      % (B, T, name, var, " ".join("%.2f" % x for x in ts), m, state_bytes / m / 1e6,
+                print("B=%3d T=%d %s %s:%-4d %s us -> median %.2f us, %.3f TB/s of state, %.1f%% of copy (%.3f TB/s)"
+                      % (B, T, lname, name, var, " ".join("%.2f" % x for x in ts), m, state_bytes / m / 1e6,
                          100 * state_bytes / m / 1e6 / bw, bw), flush=True)
-                out.append(dict(B=B, T=T, build=name, variant=var, us=ts, median_us=m, state_tbps=state_bytes / m / 1e6,
+                out.append(dict(B=B, T=T, layout=lname, build=name, variant=var, us=ts, median_us=m, state_tbps=state_bytes / m / 1e6,
                                 copy_tbps=bw))
     json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "decode_ab.json"), "w"), indent=1)
 

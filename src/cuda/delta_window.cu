@@ -118,54 +118,63 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
         }
     }
 
-    /* tokens 0 .. T-1, and one more step for the last token's readout tree; o: the readout partials of token t-1 */
+    /* the new state out (KV: back into the lane's pieces of the tile, which no other warp reads, then whole rows) */
+    auto write_state = [&]() {
+        if (KV) {
+#pragma unroll
+            for (int e = 0; e < C; ++e)
+                *(float4 *)(tile + gdn_kv_piece<C>(lane * C + e, warp)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
+            __syncthreads();
+            float *dst = a.state_out + sbase + j0;
+            for (int p = threadIdx.x; p < DK * 8; p += NT)
+                __stcs((float4 *)(dst + (p >> 3) * a.Dv + 4 * (p & 7)), *(const float4 *)(tile + gdn_kv_piece<C>(p >> 3, p & 7)));
+        } else {
+#pragma unroll
+            for (int n = 0; n < NC; ++n) gdn_lane_put<true>(a.state_out + sbase + (jw + n) * DK + lane * C, s[n]);
+        }
+    };
+
+    /* tokens 0 .. T-1, then the last token's readout tree alone; o: the readout partials of token t-1. VK: the new
+     * state leaves before that last tree, so that its stores drain beside it; KV sends its rows out through the tile
+     * after a block barrier, after the tree (before it, T=7 measured slower) */
     float o[NC];
     bool prev_live = false;
 #pragma unroll
     for (int n = 0; n < NC; ++n) o[n] = 0.0f;
     const int64_t y0 = (b * a.T * a.Hv + h) * a.Dv + jw + col; /* y[b, t, h, jw + col] = y0 + t v_row */
 #pragma unroll
-    for (int t = 0; t <= TW; ++t) {
-        if (t > T) break;
-        const int tk = t < TW ? t : TW - 1; /* in range; token TW is never live */
-        const bool live = t < T && ((live_bits >> t) & 1u);
+    for (int t = 0; t < TW; ++t) {
+        if (t == T) break;
+        const bool live = (live_bits >> t) & 1u;
+        /* the token's gate and beta from lane t, ahead of the tree that delta waits for */
+        const float g = __shfl_sync(GDN_FULL_MASK, g_lane, t), beta = __shfl_sync(GDN_FULL_MASK, beta_lane, t);
         float k[C], q[C], gv[C], v[1], pp[2][NC], r[2];
-        gdn_lane_unpack<DT, C>(k, kw[tk]);
-        gdn_lane_unpack<DT, C>(q, qw[tk]);
-        if (VEC) gdn_lane_unpack<GDN_F32, C>(gv, gw[VEC ? tk : 0]);
-        const uint32_t vt[1] = {vw[tk]};
+        gdn_lane_unpack<DT, C>(k, kw[t]);
+        gdn_lane_unpack<DT, C>(q, qw[t]);
+        if (VEC) gdn_lane_unpack<GDN_F32, C>(gv, gw[VEC ? t : 0]);
+        const uint32_t vt[1] = {vw[t]};
         gdn_lane_unpack<DT, 1>(v, vt);
+        /* kv partials (used only for a live token) beside the readout partials of token t-1 */
 #pragma unroll
         for (int n = 0; n < NC; ++n) {
             pp[0][n] = 0.0f;
-            if (live)
 #pragma unroll
-                for (int e = 0; e < C; ++e)
-                    pp[0][n] = __fmaf_rn(s[n][e], VEC ? __fmul_rn(gv[e], k[e]) : k[e], pp[0][n]);
+            for (int e = 0; e < C; ++e) pp[0][n] = __fmaf_rn(s[n][e], VEC ? __fmul_rn(gv[e], k[e]) : k[e], pp[0][n]);
             pp[1][n] = o[n];
         }
         gdn_tree_transposed<NC, 2>(pp, r, lane);
         if (t > 0 && lane < NC) gdn_st_dt<DT>(a.y, y0 + (t - 1) * v_row, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
         prev_live = live;
         if (!live) continue;
-        const float g = __shfl_sync(GDN_FULL_MASK, g_lane, tk), beta = __shfl_sync(GDN_FULL_MASK, beta_lane, tk);
         gdn_update_columns<NC, C, VEC>(s, o, r[0], v[0], g, beta, k, q, gv);
     }
-
-    if (!a.state_out) return;
-    if (KV) {
-        /* back into the lane's pieces of the tile (no other warp reads them), then whole rows out */
+    if (!KV && a.state_out) write_state();
+    float ro[1][NC], r[1];
 #pragma unroll
-        for (int e = 0; e < C; ++e)
-            *(float4 *)(tile + gdn_kv_piece<C>(lane * C + e, warp)) = make_float4(s[0][e], s[1][e], s[2][e], s[3][e]);
-        __syncthreads();
-        float *dst = a.state_out + sbase + j0;
-        for (int p = threadIdx.x; p < DK * 8; p += NT)
-            __stcs((float4 *)(dst + (p >> 3) * a.Dv + 4 * (p & 7)), *(const float4 *)(tile + gdn_kv_piece<C>(p >> 3, p & 7)));
-    } else {
-#pragma unroll
-        for (int n = 0; n < NC; ++n) gdn_lane_put<true>(a.state_out + sbase + (jw + n) * DK + lane * C, s[n]);
-    }
+    for (int n = 0; n < NC; ++n) ro[0][n] = o[n];
+    gdn_tree_transposed<NC, 1>(ro, r, lane);
+    if (lane < NC) gdn_st_dt<DT>(a.y, y0 + (T - 1) * v_row, prev_live ? __fmul_rn(r[0], a.scale) : 0.0f);
+    if (KV && a.state_out) write_state();
 }
 
 template <int DT, bool VEC, int C>
