@@ -30,14 +30,18 @@
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */
 #define GDN_DEC_NCOL 8
-/* Default ring depths (2 .. 4 on request, bench variants). Warp-specialized, H200, B=256 (docs/GPU_NOTES.md): one or
+/* Default ring depths (2 .. 4 on request, bench variants), H200 (docs/GPU_NOTES.md). Warp-specialized, B=256: one or
  * two tokens are memory-bound and want the deepest ring (4 stages, 3 blocks per SM: T=1 269 us against 280-282 with 2
  * or 3, T=2 275 against 291-292); from about four tokens the compute wants more blocks (2 stages, 4 blocks per SM:
- * T=4 79.2 us against 81.9 at B=64, T=7 426 against 457 and 540 at B=256). */
-#define GDN_DEC_STAGES 3
+ * T=4 79.2 us against 81.9 at B=64, T=7 426 against 457 and 540 at B=256). Block-synchronous the same way: 3 stages
+ * up to 2 tokens, 2 from 4 (KV B=256: T=4 375 us against 409 with 3, T=7 528 against 573; B=8 T=7 20.8 against
+ * 23.8). */
+#define GDN_DEC_STAGES 3          /* block-synchronous, T < GDN_DEC_LONG_T */
+#define GDN_DEC_STAGES_LONG 2     /* block-synchronous, longer windows */
 #define GDN_DEC_STAGES_WS_SHORT 4 /* warp-specialized, T <= GDN_DEC_WS_SHORT_T */
 #define GDN_DEC_STAGES_WS 2       /* warp-specialized, longer windows */
 #define GDN_DEC_WS_SHORT_T 2
+#define GDN_DEC_LONG_T 4
 #define GDN_DEC_TMAX 8
 #define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
 #define GDN_DEC_BULK_ITEMS 4             /* VK: warp-specialized from this many items per block */
@@ -389,7 +393,9 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
     int64_t grid = 0;
     /* depth, bytes and grid with (w = 1) or without the filling warp */
     auto configure = [&](int w) -> gdn_status {
-        depth = stages ? stages : !w ? GDN_DEC_STAGES : a.T <= GDN_DEC_WS_SHORT_T ? GDN_DEC_STAGES_WS_SHORT : GDN_DEC_STAGES_WS;
+        if (stages) depth = stages;
+        else if (w) depth = a.T <= GDN_DEC_WS_SHORT_T ? GDN_DEC_STAGES_WS_SHORT : GDN_DEC_STAGES_WS;
+        else depth = a.T < GDN_DEC_LONG_T ? GDN_DEC_STAGES : GDN_DEC_STAGES_LONG;
         bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 2 * depth * 8;
         if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
             return GDN_ERR_DEVICE;
