@@ -68,15 +68,16 @@ gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p);
 gdn_status gdn__delta_cuda_window(const gdn__problem *p);
 /* Variants for benchmarks and tests: packed by variant id (0 = the routed one; 6, 8: the state through a
  * shared-memory tile), cuda_window (0 only), decode with 4 or 8 columns per
- * warp or 32 (the streamed kernel; 102 .. 104: with a ring of 2 .. 4 stages; 232: on 8 blocks; 332 / 432: block-synchronous / warp-specialized forced), rowsplit by warps per block (4, 8, 16; 0 = the routed one); gdn__cuda_run_variant validates `args` and runs
+ * warp or 32 (the streamed kernel; 102 .. 104: with a ring of 2 .. 4 stages; 232: on 8 blocks; 332 / 432: block-synchronous / warp-specialized forced; 532: warp-specialized on 8 blocks with pseudo-random pauses), rowsplit by warps per block (4, 8, 16; 0 = the routed one); gdn__cuda_run_variant validates `args` and runs
  * `kernel` ("cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_window", "cuda_generic") with that variant. */
 gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol);
 /* The streamed decode kernel (src/cuda/delta_decode.cu), which cuda_decode routes to where it applies; stages = the
  * depth of its ring of shared-memory stages (2 .. 4; 0: the default); max_blocks caps its grid (0: no cap); ws (VK):
- * 1 warp-specialized (a filling warp's bulk copies in, bulk stores out), 0 block-synchronous (cp.async in, stores
- * from registers), -1 chosen by the items per block. */
+ * 1 warp-specialized (a filling warp's bulk copies in, bulk stores out), 2 the same with pseudo-random pauses at its
+ * mbarrier hand-offs (tests), 0 block-synchronous (cp.async in, stores from registers), -1 chosen by the items per
+ * block. */
 int gdn__cuda_decode_stream_eligible(const gdn__problem *p);
 gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws);
 gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel, int variant);

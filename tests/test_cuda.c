@@ -261,6 +261,7 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
         static const struct { const char *kernel; int variant; } runs_list[] = {
             {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 1}, {"cuda_decode", 2}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
             {"cuda_decode", 102}, {"cuda_decode", 104}, {"cuda_decode", 232}, {"cuda_decode", 332}, {"cuda_decode", 432},
+            {"cuda_decode", 532},
             {"cuda_packed", 0}, {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_packed", 6}, {"cuda_packed", 8},
             {"cuda_window", 0}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
             {"cuda_rowsplit", 16}};

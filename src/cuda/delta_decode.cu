@@ -88,6 +88,17 @@ __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsign
                  : "memory");
 }
 
+/* ws == 2 (tests): a pseudo-random pause of up to 4 us in one of four items of a warp, before it takes its next item
+ * (the filling warp: before it waits for the stage to be empty; a computing warp: once the stage is full), so that
+ * the warps meet the mbarriers in orders that plain runs rarely produce. */
+__device__ __forceinline__ void gdn_dec_jitter(unsigned n, unsigned warp) {
+    unsigned x = blockIdx.x * 0x9e3779b9u ^ n * 0x85ebca6bu ^ (warp + 1) * 0xc2b2ae35u;
+    x ^= x >> 15;
+    x *= 0x2c1b3c6du;
+    x ^= x >> 12;
+    if ((x & 3u) == 0) __nanosleep(x >> 20);
+}
+
 template <int DT, bool VEC, int C, bool KV>
 __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int ws) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
@@ -105,6 +116,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
      * computing warps are done with it */
     uint64_t *full = (uint64_t *)(tab_live + GDN_DEC_TAB), *empty = full + stages;
     const int per_tab = GDN_DEC_TAB / T; /* items per filling of the table */
+    const bool jitter = ws == 2;
     ws = ws && !KV;
     if (ws && threadIdx.x == 0) {
         for (int sg = 0; sg < stages; ++sg) {
@@ -314,6 +326,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
         if (warp == GDN_DEC_WARPS) {
 #pragma unroll 1
             for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
+                if (jitter) gdn_dec_jitter(n, warp);
                 if (n >= stages) gdn_mbar_wait(empty + sg, ph ^ 1u);
                 const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
                 if (lane < T) {
@@ -333,6 +346,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
 #pragma unroll 1
         for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
             gdn_mbar_wait(full + sg, ph);
+            if (jitter) gdn_dec_jitter(n, warp);
             compute(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), sg, sg * T);
             __syncwarp();
             if (lane == 0) gdn_mbar_arrive(empty + sg);
@@ -377,7 +391,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
 }
 
 /* `stages` deep (0: the default for the way it runs); a persistent grid of as many blocks as fit on the SMs, at most
- * max_blocks (0: no cap); ws: warp-specialized (VK only), 1 or 0, or -1 where a block walks at least
+ * max_blocks (0: no cap); ws: warp-specialized (VK only), 1 or 0, 2 with pauses (tests), or -1 where a block walks at least
  * GDN_DEC_BULK_ITEMS items. */
 template <int DT, bool VEC, int C, bool KV>
 static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int ws) {
@@ -420,7 +434,7 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
         ws = items >= GDN_DEC_BULK_ITEMS * grid;
         if (!ws && configure(0) != GDN_OK) return GDN_ERR_DEVICE;
     }
-    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + ws) * 32, bytes,
+    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + (ws != 0)) * 32, bytes,
                           p->a.cuda_stream, a, items, depth, ws);
 }
 
@@ -460,8 +474,8 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
 }
 
 /* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
- * one so that every block walks many items); ws (VK): 1 warp-specialized with bulk copies, 0 block-synchronous with
- * cp.async, -1 chosen by items per block */
+ * one so that every block walks many items); ws (VK): 1 warp-specialized with bulk copies, 2 the same with pseudo-random
+ * pauses (tests), 0 block-synchronous with cp.async, -1 chosen by items per block */
 gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws) {
     if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
         return GDN_ERR_INELIGIBLE;

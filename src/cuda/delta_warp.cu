@@ -272,12 +272,14 @@ gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
 }
 
 /* ncol 4 or 8 (1 or 2 for Dk = 128): this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
- * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: block-synchronous / warp-specialized forced). */
+ * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: block-synchronous / warp-specialized forced;
+ * 532: warp-specialized on 8 blocks with pseudo-random pauses at the mbarrier hand-offs). */
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
     if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
     if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0, -1);
     if (ncol == 332 || ncol == 432) return gdn__delta_cuda_decode_stream(p, 0, 0, ncol == 432);
     if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8, -1);
+    if (ncol == 532) return gdn__delta_cuda_decode_stream(p, 0, 8, 2);
     if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
     return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, ncol) : gdn_decode_dt<false>(p, ncol);
 }
