@@ -1,5 +1,6 @@
 /* cuda_window: a short window (T <= 8: a speculative-decoding verify, a few decode steps) of few sequences, with
- * every input of the window in registers before the first token, so that the token loop waits on no memory.
+ * every input of the window in registers before the first token, so that the token loop waits on no memory. While the
+ * kernel before it still runs (PDL), the block asks L2 for all of it (gdn_prefetch_columns), so those loads hit L2.
  *
  * A block of 8 warps serves 32 adjacent value columns j0 .. j0+31 of one (b, h). Warp w takes the 4 columns
  * j0 + 4w .. j0 + 4w + 3; lane l is the contract's lane l and keeps S[l*C .. l*C + C-1][j] (C = Dk/32) of its 4

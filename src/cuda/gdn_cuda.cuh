@@ -391,8 +391,9 @@ __device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, 
 
 /* Programmatic dependent launch (PDL). A kernel launched with gdn_launch_pdl may be scheduled while the kernel
  * before it on the stream is still running; it must begin with gdn_grid_dependency_wait(), which blocks until that
- * kernel has completed and its memory is visible, and then lets the next kernel be scheduled in turn. Only the launch
- * latency overlaps; no input is read early. GDN_CUDA_PDL=0 (read once) launches plainly. */
+ * kernel has completed and its memory is visible, and then lets the next kernel be scheduled in turn. The launch
+ * latency and L2 prefetches (gdn_prefetch_l2, below) overlap; no input is read early. GDN_CUDA_PDL=0 (read once)
+ * launches plainly. */
 static inline int gdn_cuda_pdl_enabled(void) {
     static int on = -1; /* -1: not read yet */
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
