@@ -453,15 +453,6 @@ static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_b
     return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, ws) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, ws);
 }
 
-template <bool VEC>
-static gdn_status gdn_decode_dtype(const gdn__problem *p, int stages, int max_blocks, int ws) {
-    switch (p->a.dtype) {
-    case GDN_F16: return gdn_decode_layout<GDN_F16, VEC>(p, stages, max_blocks, ws);
-    case GDN_BF16: return gdn_decode_layout<GDN_BF16, VEC>(p, stages, max_blocks, ws);
-    default: return gdn_decode_layout<GDN_F32, VEC>(p, stages, max_blocks, ws);
-    }
-}
-
 extern "C" {
 
 /* T <= 8, Dk in {32, 64, 128, 256}, Dv % 32 == 0 (whole items), every tensor that is copied 16-byte aligned. */
@@ -479,8 +470,9 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
 gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws) {
     if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
         return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dtype<true>(p, stages, max_blocks, ws)
-                                             : gdn_decode_dtype<false>(p, stages, max_blocks, ws);
+    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) {
+        return gdn_decode_layout<dt.value, vec.value>(p, stages, max_blocks, ws);
+    });
 }
 
 } /* extern "C" */

@@ -209,22 +209,9 @@ static gdn_status gdn_decode_cm(const gdn__problem *p, int ncol) {
     }
 }
 
-template <bool VEC>
-static gdn_status gdn_generic_dt(const gdn__problem *p) {
-    switch (p->a.dtype) {
-    case GDN_F16: return gdn_generic_cm<GDN_F16, VEC>(p);
-    case GDN_BF16: return gdn_generic_cm<GDN_BF16, VEC>(p);
-    default: return gdn_generic_cm<GDN_F32, VEC>(p);
-    }
-}
-
-template <bool VEC>
+/* the warp decode with ncol columns per warp, for the problem's dtype and gate */
 static gdn_status gdn_decode_dt(const gdn__problem *p, int ncol) {
-    switch (p->a.dtype) {
-    case GDN_F16: return gdn_decode_cm<GDN_F16, VEC>(p, ncol);
-    case GDN_BF16: return gdn_decode_cm<GDN_BF16, VEC>(p, ncol);
-    default: return gdn_decode_cm<GDN_F32, VEC>(p, ncol);
-    }
+    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_decode_cm<dt.value, vec.value>(p, ncol); });
 }
 
 extern "C" {
@@ -255,7 +242,7 @@ int gdn__cuda_decode_routed(const gdn__problem *p) {
 }
 
 gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_generic_dt<true>(p) : gdn_generic_dt<false>(p);
+    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_generic_cm<dt.value, vec.value>(p); });
 }
 
 /* One VK token with no more 32-column items than SMs (B=1 at the model's heads): warps of 2 columns (Dk = 128)
@@ -266,9 +253,9 @@ static int gdn_decode_few_items(const gdn__problem *p) {
 }
 
 gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
-    if (gdn_decode_few_items(p)) return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 2) : gdn_decode_dt<false>(p, 2);
+    if (gdn_decode_few_items(p)) return gdn_decode_dt(p, 2);
     if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, 8) : gdn_decode_dt<false>(p, 8);
+    return gdn_decode_dt(p, 8);
 }
 
 /* ncol 4 or 8 (1 or 2 for Dk = 128): this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
@@ -281,7 +268,7 @@ gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
     if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8, -1);
     if (ncol == 532) return gdn__delta_cuda_decode_stream(p, 0, 8, 2);
     if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_decode_dt<true>(p, ncol) : gdn_decode_dt<false>(p, ncol);
+    return gdn_decode_dt(p, ncol);
 }
 
 } /* extern "C" */

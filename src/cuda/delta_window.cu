@@ -193,15 +193,6 @@ static gdn_status gdn_window_dk(const gdn__problem *p) {
     return p->a.Dk == 64 ? gdn_launch_window<DT, VEC, 2>(p) : gdn_launch_window<DT, VEC, 4>(p);
 }
 
-template <bool VEC>
-static gdn_status gdn_window_dt(const gdn__problem *p) {
-    switch (p->a.dtype) {
-    case GDN_F16: return gdn_window_dk<GDN_F16, VEC>(p);
-    case GDN_BF16: return gdn_window_dk<GDN_BF16, VEC>(p);
-    default: return gdn_window_dk<GDN_F32, VEC>(p);
-    }
-}
-
 extern "C" {
 
 /* Dk 64 or 128, Dv % 32 == 0, T <= 8, q, k, vector gate and state 16-byte aligned (y and v: any). */
@@ -222,7 +213,7 @@ int gdn__cuda_window_routed(const gdn__problem *p) {
 
 /* p eligible (the router, a named call and gdn__cuda_run_variant check it) */
 gdn_status gdn__delta_cuda_window(const gdn__problem *p) {
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_window_dt<true>(p) : gdn_window_dt<false>(p);
+    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_window_dk<dt.value, vec.value>(p); });
 }
 
 } /* extern "C" */

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <type_traits>
 
 #include "gdn_internal.h"
 
@@ -387,6 +388,18 @@ __device__ __forceinline__ void gdn_cvt16(float *dst, const unsigned char *raw, 
     gdn_unpack16<DT>(raw, i, f);
     *(float4 *)(dst + i) = make_float4(f[0], f[1], f[2], f[3]);
     if (DT != GDN_F32) *(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
+}
+
+/* The launchers' dispatch from run-time arguments to kernel instantiations: f(dt, vec) with dt an
+ * std::integral_constant<int, DT> for the input dtype and vec an std::bool_constant, true for the vector gate. */
+template <typename F>
+static inline gdn_status gdn_dispatch_dtype_gate(const gdn__problem *p, F &&f) {
+    auto gate = [&](auto dt) { return p->a.gate_kind == GDN_GATE_VECTOR ? f(dt, std::true_type()) : f(dt, std::false_type()); };
+    switch (p->a.dtype) {
+    case GDN_F16: return gate(std::integral_constant<int, GDN_F16>());
+    case GDN_BF16: return gate(std::integral_constant<int, GDN_BF16>());
+    default: return gate(std::integral_constant<int, GDN_F32>());
+    }
 }
 
 /* Programmatic dependent launch (PDL). A kernel launched with gdn_launch_pdl may be scheduled while the kernel
