@@ -194,15 +194,19 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
             }
     };
 
+    /* table entry e: token t of item I (mask bit, gate, beta) */
+    auto table_entry = [&](const gdn_dec_item &I, int t, int e) {
+        const int64_t bt = I.b * a.T + t, gi = bt * a.Hv + I.h;
+        tab_live[e] = a.mask == NULL || a.mask[bt] != 0;
+        tab_g[e] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
+        tab_beta[e] = gdn_beta_of(a, __ldg(a.beta + gi));
+    };
+
     /* the table for this block's items n0 .. n0 + per_tab - 1: entry (n - n0) T + t = token t of item n */
     auto fill_table = [&](int n0, int mine) {
         const int x = threadIdx.x, n = n0 + x / T;
         if (x >= per_tab * T || n >= mine) return;
-        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
-        const int64_t bt = I.b * a.T + x % T, gi = bt * a.Hv + I.h;
-        tab_live[x] = a.mask == NULL || a.mask[bt] != 0;
-        tab_g[x] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
-        tab_beta[x] = gdn_beta_of(a, __ldg(a.beta + gi));
+        table_entry(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), x % T, x);
     };
 
     /* item I from stage `sg` (its tokens at table entries e0 ..): the state into registers, the tokens, the new
@@ -329,12 +333,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
                 if (jitter) gdn_dec_jitter(n, warp);
                 if (n >= stages) gdn_mbar_wait(empty + sg, ph ^ 1u);
                 const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
-                if (lane < T) {
-                    const int64_t bt = I.b * a.T + lane, gi = bt * a.Hv + I.h;
-                    tab_live[sg * T + lane] = a.mask == NULL || a.mask[bt] != 0;
-                    tab_g[sg * T + lane] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
-                    tab_beta[sg * T + lane] = gdn_beta_of(a, __ldg(a.beta + gi));
-                }
+                if (lane < T) table_entry(I, lane, sg * T + lane);
                 __syncwarp();
                 issue_bulk(I, sg);
                 if (++sg == stages) sg = 0, ph ^= 1;
