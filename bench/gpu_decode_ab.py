@@ -2,10 +2,12 @@
 """Decode: builds of the library and cuda_decode variants alternating in one process (three rounds of
 bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and the state) against the first.
 
-    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:variant ... [B=1,8,64,256] [T=1,7] [layout=vk|kv]
+    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:[kernel:]variant ... [B=1,8,64,256] [T=1,7]
+                                   [layout=vk|kv]
 
-Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a cuda_decode variant
-(src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous / warp-specialized).
+Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a variant of `kernel`
+(default cuda_decode; src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous /
+warp-specialized; cuda_window 2: the packed mapping).
 Writes $OUT/decode_ab.json (OUT defaults to /tmp).
 """
 import json
@@ -36,8 +38,8 @@ def main():
             name, path = arg.split("=", 1)
             libs[name] = gdn.load(path)
         else:
-            name, var = arg.split(":")
-            combos.append((name, int(var)))
+            parts = arg.split(":")
+            combos.append((parts[0], parts[1] if len(parts) == 3 else "cuda_decode", int(parts[-1])))
     out = []
     lname = "kv" if layout == gdn.STATE_KV else "vk"
     for T in windows:
@@ -52,43 +54,43 @@ def main():
             state_bytes = 2 * B * G.HV * G.D * G.D * 4
             bw = G.copy_bandwidth_tbps()
 
-            def run(name, var, a):
+            def run(name, kernel, var, a):
                 if var == 0:
                     gdn.delta(libs[name], a)
                 else:
-                    gdn.run_variant(libs[name], a, "cuda_decode", var)
+                    gdn.run_variant(libs[name], a, kernel, var)
 
-            def fns_for(name, var):
+            def fns_for(name, kernel, var):
                 fns = []
                 for s in sets:
                     a = G.our_args(s, B, T, layout, y, st)
 
                     def fn(a=a):
                         a.cuda_stream = torch.cuda.current_stream().cuda_stream
-                        run(name, var, a)
+                        run(name, kernel, var, a)
                     fns.append(fn)
                 return fns
 
             first = None
-            for name, var in combos:
+            for name, kernel, var in combos:
                 y.fill_(float("nan"))
                 st.fill_(float("nan"))
-                run(name, var, G.our_args(probe, B, T, layout, y, st))
+                run(name, kernel, var, G.our_args(probe, B, T, layout, y, st))
                 torch.cuda.synchronize()
                 got = (y.clone().view(torch.int16), st.clone().view(torch.int32))
                 first = first or got
-                print("B=%d T=%d %s %s:%d == first: y %s state %s" % (B, T, lname, name, var, torch.equal(first[0], got[0]),
+                print("B=%d T=%d %s %s:%s:%d == first: y %s state %s" % (B, T, lname, name, kernel, var, torch.equal(first[0], got[0]),
                                                                    torch.equal(first[1], got[1])), flush=True)
             times = {c: [] for c in combos}
             for _ in range(3):
                 for c in combos:
                     times[c].append(G.time_calls(fns_for(*c))[0] * 1e6)
-            for (name, var), ts in times.items():
+            for (name, kernel, var), ts in times.items():
                 m = statistics.median(ts)
-                print("B=%3d T=%d %s %s:%-4d %s us -> median %.2f us, %.3f TB/s of state, %.1f%% of copy (%.3f TB/s)"
-                      % (B, T, lname, name, var, " ".join("%.2f" % x for x in ts), m, state_bytes / m / 1e6,
+                print("B=%3d T=%d %s %s:%s:%-4d %s us -> median %.2f us, %.3f TB/s of state, %.1f%% of copy (%.3f TB/s)"
+                      % (B, T, lname, name, kernel, var, " ".join("%.2f" % x for x in ts), m, state_bytes / m / 1e6,
                          100 * state_bytes / m / 1e6 / bw, bw), flush=True)
-                out.append(dict(B=B, T=T, layout=lname, build=name, variant=var, us=ts, median_us=m, state_tbps=state_bytes / m / 1e6,
+                out.append(dict(B=B, T=T, layout=lname, build=name, kernel=kernel, variant=var, us=ts, median_us=m, state_tbps=state_bytes / m / 1e6,
                                 copy_tbps=bw))
     json.dump(out, open(os.path.join(os.environ.get("OUT", "/tmp"), "decode_ab.json"), "w"), indent=1)
 

@@ -4,13 +4,14 @@
  * tokens' q, k, v (32 columns). A persistent grid of blocks walks the items; each block keeps a ring of 2-4
  * shared-memory stages filled ahead (depths below), so the state streams from memory while earlier items are
  * computed. Two ways:
- *  - block-synchronous (KV, and VK where a block walks fewer than 4 items): 4 warps fill the stages by cp.async and
- *    compute; the new state leaves by streaming stores from registers (VK) or from the stage as whole row pieces (KV);
- *  - warp-specialized (VK, a block walking at least 4 items): a fifth warp fills the stages by bulk (TMA) copies that
- *    complete on the stage's "full" mbarrier; each of the 4 computing warps writes its 8 new columns back into the
- *    stage, sends them out as one bulk store, and once the store has read them arrives on the stage's "empty"
- *    mbarrier, which the filling warp waits on before it reuses the stage. No block barrier per item: B=256 282 ->
- *    269 us on the H200 (docs/GPU_NOTES.md).
+ *  - block-synchronous (KV, and VK where a block walks fewer than 4 items, unless T >= 3 and some block walks two):
+ *    4 warps fill the stages by cp.async and compute; the new state leaves by streaming stores from registers (VK)
+ *    or from the stage as whole row pieces (KV);
+ *  - warp-specialized (VK, a block walking at least 4 items, or 2 from T = 3): a fifth warp fills the stages by bulk
+ *    (TMA) copies that complete on the stage's "full" mbarrier; each of the 4 computing warps writes its 8 new
+ *    columns back into the stage, sends them out as one bulk store, and once the store has read them arrives on the
+ *    stage's "empty" mbarrier, which the filling warp waits on before it reuses the stage. No block barrier per
+ *    item: B=256 282 -> 269 us on the H200 (docs/GPU_NOTES.md).
  *
  * Gates, betas and mask bits come from a table: the block-synchronous loop fills it for up to 128 (item, token) pairs
  * at once, one pair per thread, before it waits for the copies; the filling warp writes a stage's T entries (lane t:
@@ -44,7 +45,8 @@
 #define GDN_DEC_LONG_T 4
 #define GDN_DEC_TMAX 8
 #define GDN_DEC_TAB (GDN_DEC_WARPS * 32) /* gate-table entries: one (item, token) pair per thread */
-#define GDN_DEC_BULK_ITEMS 4             /* VK: warp-specialized from this many items per block */
+#define GDN_DEC_BULK_ITEMS 4             /* VK: warp-specialized from this many items per block, */
+#define GDN_DEC_WS_LONG_T 3              /* or from this many tokens where some block takes two items */
 
 struct gdn_dec_smem {
     int st, q, k, v, gv; /* byte offsets within a stage */
@@ -391,7 +393,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
 
 /* `stages` deep (0: the default for the way it runs); a persistent grid of as many blocks as fit on the SMs, at most
  * max_blocks (0: no cap); ws: warp-specialized (VK only), 1 or 0, 2 with pauses (tests), or -1 where a block walks at least
- * GDN_DEC_BULK_ITEMS items. */
+ * GDN_DEC_BULK_ITEMS items, or two from GDN_DEC_WS_LONG_T tokens. */
 template <int DT, bool VEC, int C, bool KV>
 static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int ws) {
     const gdn_dev_args a = gdn_dev_args_of(p);
@@ -427,10 +429,12 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
     };
     if (KV) ws = 0;
     if (configure(ws != 0) != GDN_OK) return GDN_ERR_DEVICE;
-    /* the filling warp pays where a block streams many items (B=256, VK: 282 -> 269 us); with one or two items per
-     * block the bulk copies' latency loses (B=1: 3.6 -> 4.2 us): docs/GPU_NOTES.md */
+    /* the filling warp pays where a block streams many items (B=256, VK: 282 -> 269 us), and from 3 tokens as soon as a
+     * block takes a second item (B=8: T=4 16.0 -> 14.1 us, T=7 21.3 -> 18.4; B=16 T=4 26.0 -> 23.5); at 1 or 2 tokens
+     * with few items per block, or with one item per block, the bulk copies' latency loses (B=1 T=1: 3.6 -> 4.2 us;
+     * B=8 T=2 11.9 -> 12.1; B=2 T=7 7.5 -> 8.7): docs/GPU_NOTES.md */
     if (ws < 0) {
-        ws = items >= GDN_DEC_BULK_ITEMS * grid;
+        ws = items >= GDN_DEC_BULK_ITEMS * grid || (a.T >= GDN_DEC_WS_LONG_T && items > grid);
         if (!ws && configure(0) != GDN_OK) return GDN_ERR_DEVICE;
     }
     return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + (ws != 0)) * 32, bytes,
@@ -465,7 +469,7 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
 
 /* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
  * one so that every block walks many items); ws (VK): 1 warp-specialized with bulk copies, 2 the same with pseudo-random
- * pauses (tests), 0 block-synchronous with cp.async, -1 chosen by items per block */
+ * pauses (tests), 0 block-synchronous with cp.async, -1 chosen by items per block and tokens */
 gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws) {
     if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
         return GDN_ERR_INELIGIBLE;
