@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decode: builds of the library and cuda_decode variants alternating in one process (three rounds of
+"""Builds of the library and kernel variants (cuda_decode's by default) alternating in one process (three rounds of
 bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and the state) against the first.
 
     python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:[kernel:]variant ... [B=1,8,64,256] [T=1,7]
@@ -7,7 +7,7 @@ bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and 
 
 Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a variant of `kernel`
 (default cuda_decode; src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous /
-warp-specialized; cuda_window 2: the packed mapping).
+warp-specialized; other kernels' ids there too, e.g. new:cuda_packed:8).
 Writes $OUT/decode_ab.json (OUT defaults to /tmp).
 """
 import json

@@ -77,7 +77,7 @@ gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol);
  * depth of its ring of shared-memory stages (2 .. 4; 0: the default); max_blocks caps its grid (0: no cap); ws (VK):
  * 1 warp-specialized (a filling warp's bulk copies in, bulk stores out), 2 the same with pseudo-random pauses at its
  * mbarrier hand-offs (tests), 0 block-synchronous (cp.async in, stores from registers), -1 chosen by the items per
- * block. */
+ * block and the tokens. */
 int gdn__cuda_decode_stream_eligible(const gdn__problem *p);
 gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws);
 gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel, int variant);
