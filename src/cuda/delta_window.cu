@@ -164,10 +164,12 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
             pp[1][n] = o[n];
         }
         gdn_tree_transposed<NC, 2>(pp, r, lane);
-        if (t > 0 && lane < NC) gdn_st_dt<DT>(a.y, y0 + (t - 1) * v_row, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
+        if (live) gdn_update_columns<NC, C, VEC>(s, o, r[0], v[0], g, beta, k, q, gv);
+        /* token t-1's y, after the update in program order and stored by every lane (lanes l and l + NC hold the
+         * same column's tree: equal values to one address), with no branch around it: its rounding is scheduled
+         * between the next token's work instead of standing between the update and the next kv partials */
+        if (t > 0) gdn_st_dt<DT>(a.y, y0 + (t - 1) * v_row, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
         prev_live = live;
-        if (!live) continue;
-        gdn_update_columns<NC, C, VEC>(s, o, r[0], v[0], g, beta, k, q, gv);
     }
     if (!KV && a.state_out) write_state();
     float ro[1][NC], r[1];
