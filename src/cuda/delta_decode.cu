@@ -269,14 +269,20 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
                 pp[1][n] = o[n];
             }
             gdn_tree_transposed<GDN_DEC_NCOL, 2>(pp, r, lane);
-            if (t > 0 && lane < GDN_DEC_NCOL)
-                gdn_st(a.y, DT, y_row + (t - 1) * a.Hv * a.Dv, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
+            /* token t-1's y. VK: here, by lanes 0 .. 7. KV: after the update in program order, by every lane (lanes
+             * l and l + 8 hold the same column's tree: equal values to one address; t = 0 writes a zero into row 0,
+             * which t = 1 overwrites), with no branch around it, so that its rounding is scheduled between the next
+             * token's work instead of standing between the kv tree and delta (B=8, T=7: 20.7 -> 20.0 us). In VK that
+             * order held 18 more registers across the update and cost the warp-specialized kernel a block per SM. */
+            auto y_prev = [&]() { return prev_live ? __fmul_rn(r[1], a.scale) : 0.0f; };
+            if (!KV && t > 0 && lane < GDN_DEC_NCOL) gdn_st(a.y, DT, y_row + (t - 1) * a.Hv * a.Dv, y_prev());
+            if (live) { /* the token's update and the readout partials (gdn_update_columns) */
+                const float g = tab_g[e0 + t], beta = tab_beta[e0 + t];
+                const float v = gdn_row_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
+                gdn_update_columns<GDN_DEC_NCOL, C, VEC>(s, o, r[0], v, g, beta, k, q, gv);
+            }
+            if (KV) gdn_st(a.y, DT, y_row + (t > 0 ? t - 1 : 0) * a.Hv * a.Dv, y_prev());
             prev_live = live;
-            if (!live) continue;
-            /* the token's update and the readout partials (gdn_update_columns) */
-            const float g = tab_g[e0 + t], beta = tab_beta[e0 + t];
-            const float v = gdn_row_ld<DT>(st + m.v + t * GDN_DEC_COLS * DS, jw + col);
-            gdn_update_columns<GDN_DEC_NCOL, C, VEC>(s, o, r[0], v, g, beta, k, q, gv);
         }
         if (!a.state_out) return;
         if (KV) {
