@@ -138,11 +138,12 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     /* tokens 0 .. T-1, then the last token's readout tree alone; o: the readout partials of token t-1. VK: the new
      * state leaves before that last tree, so that its stores drain beside it; KV sends its rows out through the tile
      * after a block barrier, after the tree (before it, T=7 measured slower) */
-    float o[NC];
-    bool prev_live = false;
+    float o[NC], y_held = 0.0f; /* y_held: token t-2's readout tree during token t (held_live: that token was live) */
+    bool prev_live = false, held_live = false;
 #pragma unroll
     for (int n = 0; n < NC; ++n) o[n] = 0.0f;
     const int64_t y0 = (b * a.T * a.Hv + h) * a.Dv + jw + col; /* y[b, t, h, jw + col] = y0 + t v_row */
+    auto store_held = [&](int t) { gdn_st_dt<DT>(a.y, y0 + t * v_row, held_live ? __fmul_rn(y_held, a.scale) : 0.0f); };
 #pragma unroll
     for (int t = 0; t < TW; ++t) {
         if (t == T) break;
@@ -165,12 +166,15 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
         }
         gdn_tree_transposed<NC, 2>(pp, r, lane);
         if (live) gdn_update_columns<NC, C, VEC>(s, o, r[0], v[0], g, beta, k, q, gv);
-        /* token t-1's y, after the update in program order and stored by every lane (lanes l and l + NC hold the
-         * same column's tree: equal values to one address), with no branch around it: its rounding is scheduled
-         * between the next token's work instead of standing between the update and the next kv partials */
-        if (t > 0) gdn_st_dt<DT>(a.y, y0 + (t - 1) * v_row, prev_live ? __fmul_rn(r[1], a.scale) : 0.0f);
+        /* token t-2's y, its tree finished a token ago, stored by every lane (lanes l and l + NC hold the same
+         * column's tree: equal values to one address) with no branch around it: its scaling and rounding find their
+         * operand ready wherever ptxas puts them, instead of waiting, in issue order, ahead of the kv tree's chain */
+        if (t > 1) store_held(t - 2);
+        y_held = r[1];
+        held_live = prev_live;
         prev_live = live;
     }
+    if (T > 1) store_held(T - 2);
     if (!KV && a.state_out) write_state();
     float ro[1][NC], r[1];
 #pragma unroll
