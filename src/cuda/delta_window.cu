@@ -18,7 +18,8 @@
  *     y_j     = tree(S[:,j] . q_t) * scale
  * The tree is the contract's butterfly run transposed over the warp's 4 columns (gdn_tree_transposed): after its
  * first two levels a lane keeps one column, so kv and delta are computed once per column and delta is broadcast.
- * Token t's kv tree runs beside token t-1's readout tree. A masked token keeps S and gets y = 0. */
+ * Token t's kv tree runs beside token t-1's readout tree, whose y is stored a token later, off the token's chain.
+ * A masked token keeps S and gets y = 0. */
 #include "gdn_cuda.cuh"
 
 #define GDN_WIN_WARPS 8
