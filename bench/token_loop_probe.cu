@@ -1,0 +1,149 @@
+/* Where the prefill's ~375 cycles per token go: cuda_packed v0's token loop (L = 4 lanes per column, 8 columns per
+ * warp, 32 keys per lane, Dk = 128) rebuilt alone, with each of its parts switchable, timed with clock64 on the
+ * H200 at the prefill's occupancy (128 blocks of 4 warps: one warp per scheduler) or at twice it. Not the contract's
+ * kernel: no gate math, no chunk staging, the rows of 64 tokens reused; only the token's instruction stream.
+ *
+ * Per token, per lane (the parts, by flag):
+ *     kv    = tree of 8 partials in registers, then the column's 4 lanes: 2 shuffle levels      (SHFL; else 2 FMULs)
+ *     d     = (v - g kv) beta
+ *     rows  = the next token's 32 k and this token's 32 q values: 16 LDS.128 from padded rows   (LDS; else kept)
+ *     S[e]  = fmaf(g, S[e], k_e d)                                                              (always)
+ *     kvp   = 8 chains of 4 fmaf over S and the next k                                          (always)
+ *     y     = 8 chains of 4 fmaf over S and q, the tree of 8, one STS                           (READOUT)
+ * PIPE puts token t-1's readout between the kv tree's first shuffle and its use. Results and what they mean:
+ * bench/results/h200_token_loop_probe.json, docs/GPU_NOTES.md (session 11).
+ *
+ *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false bench/token_loop_probe.cu -o /tmp/token_loop_probe
+ *     /tmp/token_loop_probe            (prints cycles per token per warp, median over warps, per variant)
+ */
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#define PROBE_TOKENS 2048
+#define PROBE_ROWS 64
+#define PROBE_RS (128 + 16) /* a row of 128 keys, 4 floats of padding after each lane's 32 */
+
+__device__ __forceinline__ long long probe_clock(void) {
+    long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    return c;
+}
+
+template <int N>
+__device__ __forceinline__ float probe_reg_tree(float *x) {
+#pragma unroll
+    for (int m = 1; m < N; m <<= 1)
+#pragma unroll
+        for (int i = 0; i < N; i += 2 * m) x[i] = __fadd_rn(x[i], x[i + m]);
+    return x[0];
+}
+
+__device__ __forceinline__ void probe_row(float *dst, const float *row) {
+#pragma unroll
+    for (int i = 0; i < 32; i += 4) {
+        const float4 f = *(const float4 *)(row + i);
+        dst[i] = f.x; dst[i + 1] = f.y; dst[i + 2] = f.z; dst[i + 3] = f.w;
+    }
+}
+
+template <bool SHFL, bool LDS, bool READOUT, bool PIPE = false>
+__global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cycles) {
+    extern __shared__ __align__(16) float sm[];
+    float *ks = sm, *qs = sm + PROBE_ROWS * PROBE_RS, *yp = qs + PROBE_ROWS * PROBE_RS;
+    for (int i = threadIdx.x; i < 2 * PROBE_ROWS * PROBE_RS; i += blockDim.x) sm[i] = 0.001f * ((i * 37) % 101) - 0.05f;
+    __syncthreads();
+    const int lane = threadIdx.x & 31, r = lane >> 3, seg = r * 36;
+    float s[32], kc[32], kn[32], q[32], kvp[8];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) s[e] = 0.01f * (e - lane);
+    probe_row(kc, ks + seg);
+    probe_row(q, qs + seg);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) kvp[c] = 0.1f * c;
+    const float g = 0.97f, beta = 0.5f, v = 0.25f;
+    float ysum = 0.0f;
+    const long long t0 = probe_clock();
+    auto readout = [&](int t) {
+        float op[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < 8; ++c) op[c] = __fmaf_rn(s[c * 4 + i], q[c * 4 + i], i == 0 ? 0.0f : op[c]);
+        yp[((t & (PROBE_ROWS - 1)) * 32 + (threadIdx.x >> 2 & 31)) * 4 + r] = probe_reg_tree<8>(op);
+    };
+    for (int t = 0; t < PROBE_TOKENS; ++t) {
+        float kv = probe_reg_tree<8>(kvp);
+        if (SHFL && PIPE) { /* token t-1's readout between the first shuffle's issue and its use */
+            const float x = __shfl_xor_sync(0xffffffffu, kv, 8);
+            if (t > 0) readout(t - 1);
+            kv = __fadd_rn(kv, x);
+            kv = __fadd_rn(kv, __shfl_xor_sync(0xffffffffu, kv, 16));
+        } else if (SHFL) {
+            kv = __fadd_rn(kv, __shfl_xor_sync(0xffffffffu, kv, 8));
+            kv = __fadd_rn(kv, __shfl_xor_sync(0xffffffffu, kv, 16));
+        } else {
+            kv = __fmul_rn(kv, 0.5f);
+            kv = __fmul_rn(kv, 0.5f);
+        }
+        const float d = __fmul_rn(__fsub_rn(v, __fmul_rn(g, kv)), beta);
+        const int row = ((t + 1) & (PROBE_ROWS - 1)) * PROBE_RS + seg;
+        if (LDS) {
+            probe_row(kn, ks + row);
+            probe_row(q, qs + (t & (PROBE_ROWS - 1)) * PROBE_RS + seg);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; ++e) kn[e] = kc[e];
+        }
+#pragma unroll
+        for (int e = 0; e < 32; ++e) s[e] = __fmaf_rn(g, s[e], __fmul_rn(kc[e], d));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int c = 0; c < 8; ++c) kvp[c] = __fmaf_rn(s[c * 4 + i], kn[c * 4 + i], i == 0 ? 0.0f : kvp[c]);
+        if (READOUT && !PIPE) readout(t);
+#pragma unroll
+        for (int e = 0; e < 32; ++e) kc[e] = kn[e];
+    }
+    const long long t1 = probe_clock();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) ysum = __fadd_rn(ysum, s[e]);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = ysum + (READOUT ? yp[threadIdx.x] : 0.0f);
+    if (lane == 0) cycles[blockIdx.x * 4 + (threadIdx.x >> 5)] = t1 - t0;
+}
+
+template <bool SHFL, bool LDS, bool READOUT, bool PIPE = false>
+static void probe_run(const char *name, int blocks, float *out, long long *cycles) {
+    const int smem = (2 * PROBE_ROWS * PROBE_RS + PROBE_ROWS * 32 * 4) * 4;
+    cudaFuncSetAttribute(probe_kernel<SHFL, LDS, READOUT, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    probe_kernel<SHFL, LDS, READOUT, PIPE><<<blocks, 128, smem>>>(out, cycles); /* warm-up */
+    probe_kernel<SHFL, LDS, READOUT, PIPE><<<blocks, 128, smem>>>(out, cycles);
+    std::vector<long long> c(blocks * 4);
+    if (cudaMemcpy(c.data(), cycles, c.size() * sizeof(long long), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        printf("%-44s failed\n", name);
+        return;
+    }
+    std::sort(c.begin(), c.end());
+    printf("%-44s blocks %4d: %7.1f cycles per token per warp (median; min %.1f, max %.1f)\n", name, blocks,
+           (double)c[c.size() / 2] / PROBE_TOKENS, (double)c.front() / PROBE_TOKENS, (double)c.back() / PROBE_TOKENS);
+}
+
+int main(void) {
+    float *out = NULL;
+    long long *cycles = NULL;
+    if (cudaMalloc(&out, 264 * 128 * sizeof(float)) != cudaSuccess || cudaMalloc(&cycles, 264 * 4 * sizeof(long long)) != cudaSuccess) {
+        fprintf(stderr, "no CUDA device\n");
+        return 1;
+    }
+    for (int blocks : {128, 264}) {
+        probe_run<true, true, true>("full token (shuffles, row loads, readout)", blocks, out, cycles);
+        probe_run<true, true, true, true>("full, readout of t-1 inside the kv tree", blocks, out, cycles);
+        probe_run<false, true, true>("no shuffles (2 FMULs instead)", blocks, out, cycles);
+        probe_run<true, false, true>("no row loads (rows kept in registers)", blocks, out, cycles);
+        probe_run<true, true, false>("no readout", blocks, out, cycles);
+        probe_run<true, false, false>("shuffles, no row loads, no readout", blocks, out, cycles);
+        probe_run<false, false, true>("arithmetic only (no shuffles, no row loads)", blocks, out, cycles);
+        probe_run<false, false, false>("chain only (no shuffles, loads, readout)", blocks, out, cycles);
+    }
+    return 0;
+}
