@@ -13,12 +13,14 @@
  * PIPE puts token t-1's readout between the kv tree's first shuffle and its use. Results and what they mean:
  * bench/results/h200_token_loop_probe.json, docs/GPU_NOTES.md (session 11).
  *
- *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false bench/token_loop_probe.cu -o /tmp/token_loop_probe
+ *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude bench/token_loop_probe.cu -o /tmp/token_loop_probe
  *     /tmp/token_loop_probe            (prints cycles per token per warp, median over warps, per variant)
  */
 #include <algorithm>
 #include <cstdio>
 #include <vector>
+
+#include "cuda/gdn_cuda.cuh" /* gdn_reg_tree, gdn_smem_row: the kernels' own helpers */
 
 #define PROBE_TOKENS 2048
 #define PROBE_ROWS 64
@@ -28,23 +30,6 @@ __device__ __forceinline__ long long probe_clock(void) {
     long long c;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
     return c;
-}
-
-template <int N>
-__device__ __forceinline__ float probe_reg_tree(float *x) {
-#pragma unroll
-    for (int m = 1; m < N; m <<= 1)
-#pragma unroll
-        for (int i = 0; i < N; i += 2 * m) x[i] = __fadd_rn(x[i], x[i + m]);
-    return x[0];
-}
-
-__device__ __forceinline__ void probe_row(float *dst, const float *row) {
-#pragma unroll
-    for (int i = 0; i < 32; i += 4) {
-        const float4 f = *(const float4 *)(row + i);
-        dst[i] = f.x; dst[i + 1] = f.y; dst[i + 2] = f.z; dst[i + 3] = f.w;
-    }
 }
 
 template <bool SHFL, bool LDS, bool READOUT, bool PIPE = false>
@@ -57,8 +42,8 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
     float s[32], kc[32], kn[32], q[32], kvp[8];
 #pragma unroll
     for (int e = 0; e < 32; ++e) s[e] = 0.01f * (e - lane);
-    probe_row(kc, ks + seg);
-    probe_row(q, qs + seg);
+    gdn_smem_row<32>(kc, ks + seg);
+    gdn_smem_row<32>(q, qs + seg);
 #pragma unroll
     for (int c = 0; c < 8; ++c) kvp[c] = 0.1f * c;
     const float g = 0.97f, beta = 0.5f, v = 0.25f;
@@ -70,10 +55,10 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
         for (int i = 0; i < 4; ++i)
 #pragma unroll
             for (int c = 0; c < 8; ++c) op[c] = __fmaf_rn(s[c * 4 + i], q[c * 4 + i], i == 0 ? 0.0f : op[c]);
-        yp[((t & (PROBE_ROWS - 1)) * 32 + (threadIdx.x >> 2 & 31)) * 4 + r] = probe_reg_tree<8>(op);
+        yp[((t & (PROBE_ROWS - 1)) * 32 + (threadIdx.x >> 2 & 31)) * 4 + r] = gdn_reg_tree<8>(op);
     };
     for (int t = 0; t < PROBE_TOKENS; ++t) {
-        float kv = probe_reg_tree<8>(kvp);
+        float kv = gdn_reg_tree<8>(kvp);
         if (SHFL && PIPE) { /* token t-1's readout between the first shuffle's issue and its use */
             const float x = __shfl_xor_sync(0xffffffffu, kv, 8);
             if (t > 0) readout(t - 1);
@@ -89,8 +74,8 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
         const float d = __fmul_rn(__fsub_rn(v, __fmul_rn(g, kv)), beta);
         const int row = ((t + 1) & (PROBE_ROWS - 1)) * PROBE_RS + seg;
         if (LDS) {
-            probe_row(kn, ks + row);
-            probe_row(q, qs + (t & (PROBE_ROWS - 1)) * PROBE_RS + seg);
+            gdn_smem_row<32>(kn, ks + row);
+            gdn_smem_row<32>(q, qs + (t & (PROBE_ROWS - 1)) * PROBE_RS + seg);
         } else {
 #pragma unroll
             for (int e = 0; e < 32; ++e) kn[e] = kc[e];
