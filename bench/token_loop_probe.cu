@@ -4,13 +4,16 @@
  * kernel: no gate math, no chunk staging, the rows of 64 tokens reused; only the token's instruction stream.
  *
  * Per token, per lane (the parts, by flag):
- *     kv    = tree of 8 partials in registers, then the column's 4 lanes: 2 shuffle levels      (SHFL; else 2 FMULs)
+ *     kv    = tree of 8 partials in registers, then the column's 4 lanes: 2 shuffle levels    (P_SHFL; else 2 FMULs)
  *     d     = (v - g kv) beta
- *     rows  = the next token's 32 k and this token's 32 q values: 16 LDS.128 from padded rows   (LDS; else kept)
+ *     rows  = the next token's 32 k and this token's 32 q values: 16 LDS.128 from padded rows (P_LDS; else kept)
  *     S[e]  = fmaf(g, S[e], k_e d)                                                              (always)
  *     kvp   = 8 chains of 4 fmaf over S and the next k                                          (always)
- *     y     = 8 chains of 4 fmaf over S and q, the tree of 8, one STS                           (READOUT)
- * PIPE puts token t-1's readout between the kv tree's first shuffle and its use. Results and what they mean:
+ *     y     = 8 chains of 4 fmaf over S and q, the tree of 8, one STS                         (P_READOUT)
+ * P_PIPE puts token t-1's readout between the kv tree's first shuffle and its use; P_BRANCH puts the update under
+ * the token's live flag (a uniform branch, as cuda_packed's mask test); P_SCALARS reads (g, beta, live, v) of the
+ * next token from shared memory a token ahead, as cuda_packed does; P_PAIRS runs two tokens per loop iteration with
+ * the k rows swapping roles, as cuda_packed does. Results and what they mean:
  * bench/results/h200_token_loop_probe.json, docs/GPU_NOTES.md (session 11).
  *
  *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude bench/token_loop_probe.cu -o /tmp/token_loop_probe
@@ -32,21 +35,27 @@ __device__ __forceinline__ long long probe_clock(void) {
     return c;
 }
 
-template <bool SHFL, bool LDS, bool READOUT, bool PIPE = false>
+enum { P_SHFL = 1, P_LDS = 2, P_READOUT = 4, P_PIPE = 8, P_BRANCH = 16, P_SCALARS = 32, P_PAIRS = 64 };
+
+template <int F>
 __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cycles) {
+    constexpr bool SHFL = F & P_SHFL, LDS = F & P_LDS, READOUT = F & P_READOUT, PIPE = F & P_PIPE;
     extern __shared__ __align__(16) float sm[];
-    float *ks = sm, *qs = sm + PROBE_ROWS * PROBE_RS, *yp = qs + PROBE_ROWS * PROBE_RS;
+    float *ks = sm, *qs = sm + PROBE_ROWS * PROBE_RS, *yp = qs + PROBE_ROWS * PROBE_RS, *tok = yp + PROBE_ROWS * 32 * 4;
     for (int i = threadIdx.x; i < 2 * PROBE_ROWS * PROBE_RS; i += blockDim.x) sm[i] = 0.001f * ((i * 37) % 101) - 0.05f;
+    for (int i = threadIdx.x; i < PROBE_ROWS; i += blockDim.x) { /* (g, beta, live, v) of each row's token */
+        tok[4 * i] = 0.97f; tok[4 * i + 1] = 0.5f; tok[4 * i + 2] = 1.0f; tok[4 * i + 3] = 0.25f;
+    }
     __syncthreads();
     const int lane = threadIdx.x & 31, r = lane >> 3, seg = r * 36;
-    float s[32], kc[32], kn[32], q[32], kvp[8];
+    float s[32], kA[32], kB[32], q[32], kvp[8];
 #pragma unroll
     for (int e = 0; e < 32; ++e) s[e] = 0.01f * (e - lane);
-    gdn_smem_row<32>(kc, ks + seg);
+    gdn_smem_row<32>(kA, ks + seg);
     gdn_smem_row<32>(q, qs + seg);
 #pragma unroll
     for (int c = 0; c < 8; ++c) kvp[c] = 0.1f * c;
-    const float g = 0.97f, beta = 0.5f, v = 0.25f;
+    float4 sc = make_float4(0.97f, 0.5f, 1.0f, 0.25f); /* (g, beta, live, v) of the token */
     float ysum = 0.0f;
     const long long t0 = probe_clock();
     auto readout = [&](int t) {
@@ -57,7 +66,9 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
             for (int c = 0; c < 8; ++c) op[c] = __fmaf_rn(s[c * 4 + i], q[c * 4 + i], i == 0 ? 0.0f : op[c]);
         yp[((t & (PROBE_ROWS - 1)) * 32 + (threadIdx.x >> 2 & 31)) * 4 + r] = gdn_reg_tree<8>(op);
     };
-    for (int t = 0; t < PROBE_TOKENS; ++t) {
+    auto step = [&](int t, float (&kc)[32], float (&kn)[32]) {
+        /* P_SCALARS: the next token's (g, beta, live, v) read a token ahead, as cuda_packed does */
+        const float4 sc_next = F & P_SCALARS ? *(const float4 *)(tok + 4 * ((t + 1) & (PROBE_ROWS - 1))) : sc;
         float kv = gdn_reg_tree<8>(kvp);
         if (SHFL && PIPE) { /* token t-1's readout between the first shuffle's issue and its use */
             const float x = __shfl_xor_sync(0xffffffffu, kv, 8);
@@ -71,7 +82,7 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
             kv = __fmul_rn(kv, 0.5f);
             kv = __fmul_rn(kv, 0.5f);
         }
-        const float d = __fmul_rn(__fsub_rn(v, __fmul_rn(g, kv)), beta);
+        const float g = sc.x, d = __fmul_rn(__fsub_rn(sc.w, __fmul_rn(g, kv)), sc.y);
         const int row = ((t + 1) & (PROBE_ROWS - 1)) * PROBE_RS + seg;
         if (LDS) {
             gdn_smem_row<32>(kn, ks + row);
@@ -80,15 +91,27 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
 #pragma unroll
             for (int e = 0; e < 32; ++e) kn[e] = kc[e];
         }
+        if (!(F & P_BRANCH) || sc.z != 0.0f) /* P_BRANCH: the update under the token's live flag, as cuda_packed */
 #pragma unroll
-        for (int e = 0; e < 32; ++e) s[e] = __fmaf_rn(g, s[e], __fmul_rn(kc[e], d));
+            for (int e = 0; e < 32; ++e) s[e] = __fmaf_rn(g, s[e], __fmul_rn(kc[e], d));
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
             for (int c = 0; c < 8; ++c) kvp[c] = __fmaf_rn(s[c * 4 + i], kn[c * 4 + i], i == 0 ? 0.0f : kvp[c]);
         if (READOUT && !PIPE) readout(t);
+        sc = sc_next;
+    };
+    if (F & P_PAIRS) { /* two tokens per iteration, the k rows swapping roles (cuda_packed's loop) */
+        for (int t = 0; t < PROBE_TOKENS; t += 2) {
+            step(t, kA, kB);
+            step(t + 1, kB, kA);
+        }
+    } else {
+        for (int t = 0; t < PROBE_TOKENS; ++t) {
+            step(t, kA, kB);
 #pragma unroll
-        for (int e = 0; e < 32; ++e) kc[e] = kn[e];
+            for (int e = 0; e < 32; ++e) kA[e] = kB[e];
+        }
     }
     const long long t1 = probe_clock();
 #pragma unroll
@@ -97,12 +120,12 @@ __global__ void __launch_bounds__(128, 1) probe_kernel(float *out, long long *cy
     if (lane == 0) cycles[blockIdx.x * 4 + (threadIdx.x >> 5)] = t1 - t0;
 }
 
-template <bool SHFL, bool LDS, bool READOUT, bool PIPE = false>
+template <int F>
 static void probe_run(const char *name, int blocks, float *out, long long *cycles) {
-    const int smem = (2 * PROBE_ROWS * PROBE_RS + PROBE_ROWS * 32 * 4) * 4;
-    cudaFuncSetAttribute(probe_kernel<SHFL, LDS, READOUT, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    probe_kernel<SHFL, LDS, READOUT, PIPE><<<blocks, 128, smem>>>(out, cycles); /* warm-up */
-    probe_kernel<SHFL, LDS, READOUT, PIPE><<<blocks, 128, smem>>>(out, cycles);
+    const int smem = (2 * PROBE_ROWS * PROBE_RS + PROBE_ROWS * 32 * 4 + PROBE_ROWS * 4) * 4;
+    cudaFuncSetAttribute(probe_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    probe_kernel<F><<<blocks, 128, smem>>>(out, cycles); /* warm-up */
+    probe_kernel<F><<<blocks, 128, smem>>>(out, cycles);
     std::vector<long long> c(blocks * 4);
     if (cudaMemcpy(c.data(), cycles, c.size() * sizeof(long long), cudaMemcpyDeviceToHost) != cudaSuccess) {
         printf("%-44s failed\n", name);
@@ -121,14 +144,20 @@ int main(void) {
         return 1;
     }
     for (int blocks : {128, 264}) {
-        probe_run<true, true, true>("full token (shuffles, row loads, readout)", blocks, out, cycles);
-        probe_run<true, true, true, true>("full, readout of t-1 inside the kv tree", blocks, out, cycles);
-        probe_run<false, true, true>("no shuffles (2 FMULs instead)", blocks, out, cycles);
-        probe_run<true, false, true>("no row loads (rows kept in registers)", blocks, out, cycles);
-        probe_run<true, true, false>("no readout", blocks, out, cycles);
-        probe_run<true, false, false>("shuffles, no row loads, no readout", blocks, out, cycles);
-        probe_run<false, false, true>("arithmetic only (no shuffles, no row loads)", blocks, out, cycles);
-        probe_run<false, false, false>("chain only (no shuffles, loads, readout)", blocks, out, cycles);
+        constexpr int FULL = P_SHFL | P_LDS | P_READOUT;
+        probe_run<FULL>("full token (shuffles, row loads, readout)", blocks, out, cycles);
+        probe_run<FULL | P_PIPE>("full, readout of t-1 inside the kv tree", blocks, out, cycles);
+        probe_run<FULL | P_BRANCH>("full, update under the live flag's branch", blocks, out, cycles);
+        probe_run<FULL | P_SCALARS>("full, token scalars from shared memory", blocks, out, cycles);
+        probe_run<FULL | P_BRANCH | P_SCALARS>("full, branch and scalars (cuda_packed's)", blocks, out, cycles);
+        probe_run<FULL | P_PAIRS>("full, two tokens per loop iteration", blocks, out, cycles);
+        probe_run<FULL | P_BRANCH | P_SCALARS | P_PAIRS>("full, branch, scalars and pairs", blocks, out, cycles);
+        probe_run<P_LDS | P_READOUT>("no shuffles (2 FMULs instead)", blocks, out, cycles);
+        probe_run<P_SHFL | P_READOUT>("no row loads (rows kept in registers)", blocks, out, cycles);
+        probe_run<P_SHFL | P_LDS>("no readout", blocks, out, cycles);
+        probe_run<P_SHFL>("shuffles, no row loads, no readout", blocks, out, cycles);
+        probe_run<P_READOUT>("arithmetic only (no shuffles, no row loads)", blocks, out, cycles);
+        probe_run<0>("chain only (no shuffles, loads, readout)", blocks, out, cycles);
     }
     return 0;
 }
