@@ -389,6 +389,15 @@ TEST(cuda_kernels_bitwise_vs_ref) {
         const uint64_t seed = rng_u64(&r);
         filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
+    /* cuda_window at every T it takes (1 .. 8) at both of its Dk, masks on (token t's y is stored during token t+2,
+     * the last two after the loop: masked tokens at the window's end included), both layouts, every gate kind */
+    for (int i = 0; i < 16; ++i) {
+        const cuda_case c = {3, 1 + i % 8, 2, 4, i < 8 ? 128 : 64, 32 + 32 * (i % 2), (gdn_dtype)(i % 3),
+                             (gdn_gate_kind)(i % 4), (gdn_beta_kind)((i / 4) % 2), (gdn_state_layout)((i / 2) % 2), 1,
+                             1 + i % 3, 0};
+        const uint64_t seed = rng_u64(&r);
+        filtered_case(&f, &c, seed, stream, &runs, &cases);
+    }
     /* generic only: Dk not a multiple of 32 (and up to 1024), odd Dv */
     static const int64_t odd_dk[] = {1, 17, 33, 48, 100, 300, 1000}, odd_dv[] = {1, 5, 33, 130};
     for (int i = 0; i < 24; ++i) {
