@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= gcc
 SAN     ?= 0
 CFLAGS_BASE = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -pthread \
-              -Iinclude -Isrc -MMD -MP
+              -Iinclude -Isrc -Itests -MMD -MP
 ifeq ($(SAN),1)
 CFLAGS_BASE += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS_SAN = -fsanitize=address,undefined
@@ -16,7 +16,8 @@ ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
 LDLIBS = -lm -pthread $(LDFLAGS_SAN)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-CU_SRC  = $(wildcard src/cuda/*.cu)
+# every .c under src/ is the library (src/cuda/absent.c only without CUDA); every .cu under src/ with CUDA
+CU_SRC  = $(shell find src -name '*.cu' | sort)
 GDN_CUDA ?= $(if $(and $(NVCC),$(CU_SRC)),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
@@ -29,16 +30,15 @@ CFLAGS_BASE += -fPIC
 NVCC_FLAGS += -Xcompiler -fPIC
 endif
 
-LIB_SRC = src/gdn.c src/router.c src/ref/ref.c src/cpu/pool.c src/cpu/cpu_features.c \
-          src/cpu/delta_portable.c src/cpu/delta_avx2.c src/cpu/decode_avx2.c
+LIB_SRC = $(filter-out src/cuda/absent.c,$(shell find src -name '*.c' | sort))
 ifeq ($(GDN_CUDA),1)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 else
-LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/cuda/cuda_absent.o
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/cuda/absent.o
 endif
 
-TEST_SRC = $(wildcard tests/*.c)
+TEST_SRC = $(shell find tests -name '*.c' | sort)
 TOOL_SRC = $(wildcard tools/*.c)
 
 .PHONY: all lib shared run test sanitize fuzz bench clean
@@ -56,17 +56,18 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-# one ISA per file: only the AVX2 kernel gets the AVX2 flags
-$(BUILD)/src/cpu/delta_avx2.o $(BUILD)/src/cpu/decode_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+# one ISA per file: only files named *_avx2.c get the AVX2 flags
+AVX2_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(filter %avx2.c,$(LIB_SRC)))
+$(AVX2_OBJ): ALL_CFLAGS += -mavx2 -mfma
 # the CLI: the FMA-peak microbenchmark is AVX2; the CUDA side sees the CUDA runtime header in a CUDA build
 $(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 ifeq ($(GDN_CUDA),1)
 $(BUILD)/tools/gdn_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
-$(BUILD)/tests/test_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
-$(BUILD)/tests/test_cuda_streams.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
+$(BUILD)/tests/delta/test_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
+$(BUILD)/tests/delta/test_cuda_streams.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
 endif
 
-$(BUILD)/%.cu.o: %.cu $(wildcard src/cuda/*.cuh) src/gdn_internal.h src/common/gdn_math.h include/gdn.h
+$(BUILD)/%.cu.o: %.cu $(shell find src -name '*.cuh') src/gdn_internal.h src/common/gdn_math.h include/gdn.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@ 2> $(@:.o=.ptxas.log) || { cat $(@:.o=.ptxas.log); exit 1; }
 
@@ -96,7 +97,7 @@ sanitize:
 
 # UBSan instrumentation of the blocked kernels' unrolled code takes over ten CPU-minutes per file: in the sanitizer
 # build they get AddressSanitizer only (UBSan still covers everything else; the fuzz and hostile tests drive them)
-build/san/src/cpu/delta_avx2.o build/san/src/cpu/delta_portable.o: ALL_CFLAGS += -fno-sanitize=undefined
+build/san/src/delta/cpu/packed_avx2.o build/san/src/delta/cpu/portable.o: ALL_CFLAGS += -fno-sanitize=undefined
 
 # `make fuzz`: the libFuzzer target over gdn_delta (clang, ASan + UBSan, library instrumented for coverage),
 # built as build/fuzz/fuzz_delta. Run: build/fuzz/fuzz_delta -max_total_time=60 build/fuzz/corpus fuzz/corpus
@@ -109,7 +110,7 @@ $(BUILD)/fuzz_delta: $(BUILD)/fuzz/fuzz_delta.o $(BUILD)/libgdn.a
 	$(CC) $^ -o $@ $(LDLIBS) -fsanitize=fuzzer
 
 # the blocked kernels take minutes to compile under UBSan and coverage: in the fuzz build they get ASan at -O0 only
-build/fuzz/src/cpu/delta_avx2.o build/fuzz/src/cpu/delta_portable.o: ALL_CFLAGS += -O0 -fno-sanitize=undefined,fuzzer-no-link
+build/fuzz/src/delta/cpu/packed_avx2.o build/fuzz/src/delta/cpu/portable.o: ALL_CFLAGS += -O0 -fno-sanitize=undefined,fuzzer-no-link
 
 bench: $(BUILD)/gdn
 	./$(BUILD)/gdn bench

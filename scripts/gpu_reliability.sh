@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reliability on the GPU machine (docs/RELIABILITY.md, "CUDA backend"). Builds the CUDA tests as scripts/gpu_run.sh
-# does (sm_90, PIC objects), runs the CUDA streams test (tests/test_cuda_streams.c) in fresh processes, then
-# compute-sanitizer memcheck, racecheck and synccheck over the whole sample of tests/test_cuda.c: the sample is
+# does (sm_90, PIC objects), runs the CUDA streams test (tests/delta/test_cuda_streams.c) in fresh processes, then
+# compute-sanitizer memcheck, racecheck and synccheck over the whole sample of tests/delta/test_cuda.c: the sample is
 # cut into cost tiers (B*T*Hv*Dk*Dv, smallest first) and each tier into shards, one process per shard, the three
 # tools side by side, every process under one deadline so that the script ends within REL_BUDGET seconds. A tier
 # that did not finish is reported with the cases it did get through. Logs under $OUT/rel/, a summary per part in
@@ -34,7 +34,7 @@ status=0
 say() { echo "[$(($(date +%s) - T0)) s] $*"; }
 shards_of() { local v="SAN_SHARDS_$1"; echo "${!v:-$SHARDS}"; }
 left() { local l=$((DEADLINE - $(date +%s))); echo $((l > 5 ? l : 5)); }
-SOFT_DEADLINE=$((DEADLINE - 40)) # no new case after this (tests/test_cuda.c); the one under way has 40 s
+SOFT_DEADLINE=$((DEADLINE - 40)) # no new case after this (tests/delta/test_cuda.c); the one under way has 40 s
 
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -48,7 +48,7 @@ cat "$OUT/rel_machine.txt"
 t=$(date +%s)
 if ! make -j"$J" BUILD=build/pic PIC=1 build/pic/libgdn.a > "$LOGS/build.log" 2>&1 ||
     ! gcc -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -Iinclude -Isrc -Itests -DGDN_HAVE_CUDA \
-        -I"$CUDA_HOME/include" tests/harness.c tests/gdn_case.c tests/test_cuda.c tests/test_cuda_streams.c \
+        -I"$CUDA_HOME/include" tests/harness.c tests/gdn_case.c tests/delta/test_cuda.c tests/delta/test_cuda_streams.c \
         build/pic/libgdn.a -o "$BIN" -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread >> "$LOGS/build.log" 2>&1; then
     tail -40 "$LOGS/build.log"
     exit 1
@@ -215,7 +215,7 @@ for tool in tools:
     t["complete_tiers"] = [x["cost_range"] for x in t["tiers"] if x["complete"]]
     result["sanitize"][tool] = t
     with open(os.path.join(out, "sanitize_%s.txt" % tool), "w") as f:
-        f.write("compute-sanitizer --tool %s over tests/test_cuda.c's sample (GDN_TEST_CUDA_CASES=%s), %d shards per tier\n"
+        f.write("compute-sanitizer --tool %s over tests/delta/test_cuda.c's sample (GDN_TEST_CUDA_CASES=%s), %d shards per tier\n"
                 % (tool, os.environ.get("GDN_TEST_CUDA_CASES", "160"), shard_count[tool]))
         f.write("%-12s %-9s %6s %8s %7s %8s %9s %9s %6s\n" % ("cost range", "complete", "cases", "k.runs", "errors",
                                                                 "hazards", "rep.lines", "failures", "max s"))

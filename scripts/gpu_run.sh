@@ -34,10 +34,10 @@ if ! make -j"$J" BUILD=build/pic PIC=1 build/pic/libgdn.a build/pic/libgdn.so > 
     exit 1
 fi
 gcc -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -Iinclude -Isrc -Itests -DGDN_HAVE_CUDA \
-    -I"$CUDA_INC" tests/harness.c tests/test_cuda.c build/pic/libgdn.a -o build/pic/test_cuda \
+    -I"$CUDA_INC" tests/harness.c tests/delta/test_cuda.c build/pic/libgdn.a -o build/pic/test_cuda \
     -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
-python3 - build/pic/src/cuda/*.ptxas.log > "$OUT/ptxas.txt" <<'PY'
+python3 - $(find build/pic/src -name "*.ptxas.log") > "$OUT/ptxas.txt" <<'PY'
 import re, sys
 for f in sys.argv[1:]:
     name = None
@@ -92,7 +92,7 @@ if [[ $MODE == profile ]]; then
     if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == rowsplit ]]; then
         # rowsplit W=4, T=2048, KV
         profile_kernel rowsplit gdn_delta_rowsplit "stall|inst_executed|issue_active"
-        cuobjdump -sass build/pic/src/cuda/delta_rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
+        cuobjdump -sass build/pic/src/delta/cuda/rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
             > "$OUT/rowsplit_w4.sass" 2>&1
     fi
     if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == decode ]]; then

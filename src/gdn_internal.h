@@ -34,24 +34,24 @@ typedef struct gdn__kernel {
     gdn__kernel_fn run;
 } gdn__kernel;
 
-/* The routing table in order (router.c). */
+/* The routing table in order (src/core/route.c). */
 extern const gdn__kernel gdn__kernels[];
 extern const int gdn__kernel_total;
 
-/* Validation and routing (gdn.c, router.c). */
+/* Validation and routing (src/core/api.c, src/core/route.c). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once: 0 disables every packed kernel */
 
 /* ---- kernels ---- */
-gdn_status gdn__delta_ref(const gdn__problem *p);           /* src/ref/ref.c: the contract, scalar */
-gdn_status gdn__delta_portable(const gdn__problem *p);      /* src/cpu/delta_portable.c: blocked, any ISA */
-gdn_status gdn__delta_packed_avx2(const gdn__problem *p);   /* src/cpu/delta_avx2.c: AVX2 + FMA */
-gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/cpu/decode_avx2.c: AVX2 + FMA, Dk = 128, T <= 2 */
+gdn_status gdn__delta_ref(const gdn__problem *p);           /* src/delta/ref.c: the contract, scalar */
+gdn_status gdn__delta_portable(const gdn__problem *p);      /* src/delta/cpu/portable.c: blocked, any ISA */
+gdn_status gdn__delta_packed_avx2(const gdn__problem *p);   /* src/delta/cpu/packed_avx2.c: AVX2 + FMA */
+gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/delta/cpu/packed_decode_avx2.c: AVX2 + FMA, Dk = 128, T <= 2 */
 int gdn__decode_avx2_eligible(const gdn__problem *p);
-int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/cpu_features.c */
+int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/features.c */
 
-/* CUDA kernels (the .cu files of src/cuda; src/cuda/cuda_absent.c when built without nvcc). Eligibility includes
+/* CUDA kernels (the .cu files under src; src/cuda/absent.c when built without nvcc). Eligibility includes
  * "a device is present". */
 int gdn__cuda_devices(void);
 int gdn__cuda_generic_eligible(const gdn__problem *p);
@@ -73,7 +73,7 @@ gdn_status gdn__delta_cuda_window(const gdn__problem *p);
 gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant);
 gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol);
-/* The streamed decode kernel (src/cuda/delta_decode.cu), which cuda_decode routes to where it applies; stages = the
+/* The streamed decode kernel (src/delta/cuda/decode_stream.cu), which cuda_decode routes to where it applies; stages = the
  * depth of its ring of shared-memory stages (2 .. 4; 0: the default); max_blocks caps its grid (0: no cap); ws (VK):
  * 1 warp-specialized (a filling warp's bulk copies in, bulk stores out), 2 the same with pseudo-random pauses at its
  * mbarrier hand-offs (tests), 0 block-synchronous (cp.async in, stores from registers), -1 chosen by the items per

@@ -1,4 +1,4 @@
-/* The portable kernel `portable`: the blocked kernel of delta_blocked.h in plain C11, for machines without
+/* The portable kernel `portable`: the blocked kernel of blocked.h in plain C11, for machines without
  * AVX2. A "vector" is a struct of 8 floats (8 value columns per block); every operation is the scalar IEEE
  * operation per element, fma through fmaf. */
 #include <math.h>
@@ -85,6 +85,6 @@ static void portable_transpose8(float *dst, int64_t ds, const float *src, int64_
 #define blk_vloadu(p) portable_load(p)
 #define blk_vstream(p, x) portable_store((p), (x))
 #define blk_vstoreu(p, x) portable_store((p), (x))
-#include "cpu/delta_blocked.h"
+#include "delta/cpu/blocked.h"
 
 gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }

@@ -20,7 +20,7 @@
  * first two levels a lane keeps one column, so kv and delta are computed once per column and delta is broadcast.
  * Token t's kv tree runs beside token t-1's readout tree, whose y is stored a token later, off the token's chain.
  * A masked token keeps S and gets y = 0. */
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 #define GDN_WIN_WARPS 8
 #define GDN_WIN_NCOL 4                             /* columns per warp */

@@ -1,7 +1,7 @@
 /* The CUDA backend's device query, and the bench hook that runs one named kernel variant. */
 #include <string.h>
 
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 extern "C" {
 

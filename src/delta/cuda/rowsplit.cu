@@ -26,7 +26,7 @@
  * the raw rows are converted and the chunk's gates, betas and mask bits computed (one token per thread). */
 #include <type_traits>
 
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 /* Shared-memory layout of one block, in bytes (16-byte aligned pieces). */
 struct gdn_rowsplit_smem {

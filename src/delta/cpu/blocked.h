@@ -1,5 +1,5 @@
 /* The blocked CPU kernel, written once over a small vector vocabulary and included by each ISA's file
- * (delta_avx2.c: __m256; delta_portable.c: plain C structs of floats).
+ * (packed_avx2.c: __m256; portable.c: plain C structs of floats).
  *
  * Work item = (sequence b, value head h, block of BLK_COLS value columns). The block's state lives in a
  * contiguous aligned buffer S[Dk][BLK_COLS] (L1-resident) for the whole window. Vectors run across value

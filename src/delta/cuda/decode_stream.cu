@@ -26,7 +26,7 @@
  * Stage layout: the state as it lies in memory (VK: 32 columns of Dk keys, contiguous; KV: Dk rows of 32 columns,
  * the 16-byte pieces of row i XOR-swizzled by (i / C) mod 8 so the 8 lanes of a load phase hit different banks),
  * then q and k rows [T][Dk], v [T][32] (input dtype), the vector gate rows [T][Dk]. After the ring: the table. */
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */

@@ -1,4 +1,4 @@
-/* The AVX2 + FMA kernel `packed_avx2`: the blocked kernel of delta_blocked.h with __m256 vectors, two per row
+/* The AVX2 + FMA kernel `packed_avx2`: the blocked kernel of blocked.h with __m256 vectors, two per row
  * of a 16-column block. Compiled with -mavx2 -mfma (this file only); routed only where the CPU has both. */
 #include <immintrin.h>
 #include <string.h>
@@ -135,6 +135,6 @@ static inline __attribute__((always_inline)) void avx2_transpose8(float *dst, in
 #define blk_vstream(p, x) _mm256_stream_ps((p), (x))
 #define blk_vstoreu(p, x) _mm256_storeu_ps((p), (x))
 #define BLK_STATIC_TREES
-#include "cpu/delta_blocked.h"
+#include "delta/cpu/blocked.h"
 
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p) { return blk_run(p); }

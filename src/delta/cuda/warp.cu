@@ -10,11 +10,11 @@
  * Gates, betas and mask bits of 32 tokens are computed at once, one token per lane, then broadcast.
  *
  * cuda_generic: NCOL = 1, any Dk <= 1024 (CM = a power of two >= c), any Dv, scalar loads.
- * cuda_decode (one VK token over few items, or where the streamed kernel of delta_decode.cu does not apply):
+ * cuda_decode (one VK token over few items, or where the streamed kernel of decode_stream.cu does not apply):
  *               NCOL = 8 (4 for Dk = 256; 2 for one VK token over few items at Dk = 128; 1 or 4 on request), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
  *               16-byte coalesced loads (VK: a column's Dk keys; KV: NCOL adjacent columns of a key row), all of
  *               a warp's loads in flight before the first use. For T = 1 or a few tokens and many sequences. */
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 #define GDN_WARP_BLOCK 128
 #define GDN_DECODE_TMAX 4

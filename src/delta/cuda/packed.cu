@@ -29,7 +29,7 @@
  * TILE variants move the state through shared memory: the block's columns copied in whole rows of the layout with
  * the first chunk, and written back the same way, instead of each lane's strided loads and stores (VK: a lane's E
  * keys are E*4 bytes apart from the next lane's, a partial line per load). */
-#include "gdn_cuda.cuh"
+#include "cuda/gdn_cuda.cuh"
 
 /* Shared-memory layout of one block, in bytes (16-byte aligned pieces). The f32 q, k and gate rows are padded: lane r
  * of a column reads the E keys r*E .. r*E+E-1 of a row, so each such segment is followed by 4 unused floats
