@@ -11,6 +11,10 @@ ifeq ($(SAN),1)
 CFLAGS_BASE += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS_SAN = -fsanitize=address,undefined
 endif
+ifeq ($(SAN),thread)
+CFLAGS_BASE += -O1 -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS_SAN = -fsanitize=thread
+endif
 CFLAGS ?=
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
 LDLIBS = -lm -pthread $(LDFLAGS_SAN)
@@ -41,7 +45,7 @@ endif
 TEST_SRC = $(shell find tests -name '*.c' | sort)
 TOOL_SRC = $(wildcard tools/*.c)
 
-.PHONY: all lib shared run test sanitize fuzz bench clean
+.PHONY: all lib shared run test sanitize tsan fuzz bench clean
 all: $(BUILD)/gdn $(BUILD)/test_gdn
 
 lib: $(BUILD)/libgdn.a
@@ -88,12 +92,19 @@ run: $(BUILD)/gdn
 $(BUILD)/example_minimal: examples/minimal.c $(BUILD)/libgdn.a
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic $(filter -O% -g -f%,$(CFLAGS_BASE)) -Iinclude $< $(BUILD)/libgdn.a -o $@ $(LDLIBS)
 
-test: $(BUILD)/test_gdn $(BUILD)/example_minimal
+test: $(BUILD)/test_gdn $(BUILD)/example_minimal $(BUILD)/gdn
 	./$(BUILD)/test_gdn
 	./$(BUILD)/example_minimal
+	bash tests/cli/test_cli.sh ./$(BUILD)/gdn
 
 sanitize:
 	$(MAKE) BUILD=build/san SAN=1 GDN_CUDA=0 test
+
+# ThreadSanitizer (gcc or clang) over the suites that call from many threads and across fork
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread GDN_CUDA=0 build/tsan/test_gdn
+	GDN_TEST_QUICK=1 TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_gdn concurrency
+	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn fork
 
 # UBSan instrumentation of the blocked kernels' unrolled code takes over ten CPU-minutes per file: in the sanitizer
 # build they get AddressSanitizer only (UBSan still covers everything else; the fuzz and hostile tests drive them)

@@ -555,7 +555,7 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     }
     if (expect == GDN_OK) {
         if (a.backend == GDN_BACKEND_CUDA) {
-            if (gdn_cuda_device_count() != 0) goto done; /* this target covers the CPU backend only */
+            if (gdn_device_count(GDN_BACKEND_CUDA) != 0) goto done; /* this target covers the CPU backend only */
             expect = GDN_ERR_NO_DEVICE;
         } else if (a.kernel) {
             const int idx = kernel_index(a.kernel);

@@ -55,7 +55,9 @@ typedef enum gdn_status {
     GDN_ERR_NO_DEVICE,      /* GDN_BACKEND_CUDA asked for, but no CUDA device (or no CUDA build) */
     GDN_ERR_DEVICE,         /* the CUDA runtime reported an error */
     GDN_ERR_OUT_OF_MEMORY,  /* a workspace could not be allocated */
-    GDN_ERR_ALIGNMENT       /* a tensor pointer is not aligned to its element size */
+    GDN_ERR_ALIGNMENT,      /* a tensor pointer is not aligned to its element size */
+    GDN_ERR_UNSUPPORTED,    /* valid arguments that no kernel of the requested backend can run (a launch limit) */
+    GDN_ERR_NOT_DEVICE_MEMORY /* GDN_CHECK_POINTERS=1: a pointer of a CUDA call is not device or managed memory */
 } gdn_status;
 
 /* Element type of q, k, v and y. Inputs convert exactly to f32; y is rounded to nearest even. */
@@ -127,8 +129,13 @@ const char *gdn_status_str(gdn_status status);
 /* Number of threads in the CPU pool: GDN_THREADS if set (read once), else the number of online cores. */
 int gdn_cpu_threads(void);
 
-/* Number of CUDA devices usable by this build (0 without CUDA support or without a device). */
-int gdn_cuda_device_count(void);
+/* How the environment switches were read (GDN_THREADS, GDN_PACKED, GDN_CHECK_POINTERS), a line each: the raw
+ * value and its effect, or that it was not understood and the default applies. A static string; never NULL. */
+const char *gdn_env_report(void);
+
+/* Number of devices of a backend usable by this build: 1 for GDN_BACKEND_CPU; for GDN_BACKEND_CUDA the CUDA
+ * devices (0 without CUDA support or without a device); 0 for an unknown backend. */
+int gdn_device_count(gdn_backend backend);
 
 #ifdef __cplusplus
 }

@@ -41,7 +41,8 @@ def load(path=None):
     lib.gdn__cuda_run_variant.restype = ctypes.c_int
     lib.gdn_status_str.argtypes = [ctypes.c_int]
     lib.gdn_status_str.restype = ctypes.c_char_p
-    lib.gdn_cuda_device_count.restype = ctypes.c_int
+    lib.gdn_device_count.argtypes = [ctypes.c_int]
+    lib.gdn_device_count.restype = ctypes.c_int
     return lib
 
 

@@ -42,6 +42,7 @@ extern const int gdn__kernel_total;
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once: 0 disables every packed kernel */
+int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */
 
 /* ---- kernels ---- */
 gdn_status gdn__delta_ref(const gdn__problem *p);           /* src/delta/ref.c: the contract, scalar */
@@ -54,6 +55,8 @@ int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/features.
 /* CUDA kernels (the .cu files under src; src/cuda/absent.c when built without nvcc). Eligibility includes
  * "a device is present". */
 int gdn__cuda_devices(void);
+/* GDN_ERR_NOT_DEVICE_MEMORY when a pointer the call uses is not device (or managed) memory of the device */
+gdn_status gdn__cuda_check_pointers(const gdn__problem *p);
 int gdn__cuda_generic_eligible(const gdn__problem *p);
 int gdn__cuda_packed_eligible(const gdn__problem *p);
 int gdn__cuda_decode_eligible(const gdn__problem *p);

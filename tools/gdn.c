@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 #include "gdn_tool.h"
 
 /* Qwen3.6-35B-A3B linear-attention layer: 16 key heads, 32 value heads, head dim 128. */
 enum { QWEN_HK = 16, QWEN_HV = 32, QWEN_D = 128, QWEN_T = 2048, BF16_T = 256 };
+enum { RUN_OOM = -1 };                  /* run_dtype: the case or its outputs could not be allocated */
+#define RUN_T_MAX ((int64_t)1 << 30)    /* gdn run --T: the largest window asked for (memory decides below it) */
 #define REL_L2_BOUND 1e-5      /* f32 outputs and every state, against the float64 oracle */
 #define REL_L2_BOUND_HALF 4e-3 /* y rounded to bf16/f16 (2^-8) */
 
@@ -50,6 +53,7 @@ static int cmd_list(void) {
     }
     tool_case_free(&pre);
     tool_case_free(&dec);
+    printf("environment:\n%s", gdn_env_report());
     return 0;
 }
 
@@ -160,19 +164,17 @@ static int run_dtype(gdn_dtype dtype, int64_t T, const run_floor *fl) {
     const char *dn = tool_dtype_name(dtype);
     const double y_bound = dtype == GDN_F32 ? REL_L2_BOUND : REL_L2_BOUND_HALF;
     tool_case c;
-    if (!tool_case_init(&c, &sp, 1)) {
-        fprintf(stderr, "gdn run: out of memory\n");
-        return 1;
-    }
+    if (!tool_case_init(&c, &sp, 1)) return RUN_OOM;
     const int64_t n_y = (int64_t)(c.v_bytes / (dtype == GDN_F32 ? 4 : 2)), n_s = (int64_t)(c.state_bytes / 4);
-    double *y_o = malloc(sizeof(double) * (size_t)n_y), *s_o = malloc(sizeof(double) * (size_t)n_s);
+    int64_t y_o_bytes = 0, s_o_bytes = 0; /* the oracle's f64 copies: sizes checked */
+    const int sizes_ok = gdn__size_mul(n_y, 8, &y_o_bytes) && gdn__size_mul(n_s, 8, &s_o_bytes);
+    double *y_o = sizes_ok ? malloc((size_t)y_o_bytes) : NULL, *s_o = sizes_ok ? malloc((size_t)s_o_bytes) : NULL;
     void *y_ref = malloc(c.v_bytes), *y = malloc(c.v_bytes);
     float *s_ref = malloc(c.state_bytes), *st = malloc(c.state_bytes), *s_tmp = malloc(c.state_bytes);
     const double flops = tool_case_flops(&c.a);
     int failures = 0;
     if (!y_o || !s_o || !y_ref || !y || !s_ref || !st || !s_tmp) {
-        fprintf(stderr, "gdn run: out of memory\n");
-        failures = 1;
+        failures = RUN_OOM;
         goto done;
     }
 
@@ -261,12 +263,17 @@ done:
 static int cmd_run(int argc, char **argv) {
     int64_t T = QWEN_T;
     for (int i = 0; i < argc; ++i) {
-        if (strcmp(argv[i], "--T") == 0 && i + 1 < argc && atoll(argv[i + 1]) >= 1) {
-            T = atoll(argv[++i]);
-        } else {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: gdn run [--T N]   (1 <= N <= %lld; default %d)\n", (long long)RUN_T_MAX, QWEN_T);
+            return 0;
+        }
+        if (strcmp(argv[i], "--T") != 0 || i + 1 >= argc || !tool_parse_int(argv[i + 1], 1, RUN_T_MAX, &T)) {
+            if (strcmp(argv[i], "--T") == 0 && i + 1 < argc)
+                fprintf(stderr, "gdn run: --T takes an integer from 1 to %lld, not '%s'\n", (long long)RUN_T_MAX, argv[i + 1]);
             fprintf(stderr, "usage: gdn run [--T N]\n");
             return 2;
         }
+        ++i;
     }
     const int threads = gdn_cpu_threads();
     run_floor fl = {tool_fma_peak_gflops(threads), tool_copy_gbps(threads), 0.0};
@@ -303,27 +310,43 @@ static int cmd_run(int argc, char **argv) {
     int failures = run_dtype(GDN_F32, T, &fl);
     /* bf16 activations on a shorter window: ref and the oracle take seconds per thousand tokens */
     const int64_t T_half = T < BF16_T ? T : BF16_T;
-    printf("bf16 q, k, v, y (state f32), T=%lld:\n", (long long)T_half);
-    failures += run_dtype(GDN_BF16, T_half, &fl);
+    if (failures != RUN_OOM) {
+        printf("bf16 q, k, v, y (state f32), T=%lld:\n", (long long)T_half);
+        failures = run_dtype(GDN_BF16, T_half, &fl) == RUN_OOM ? RUN_OOM : failures;
+    }
+    if (failures == RUN_OOM) {
+        fprintf(stderr, "gdn run: out of memory for T=%lld (the case, ref's outputs and the oracle's f64 copies)\n",
+                (long long)T);
+        return 1;
+    }
     printf("\n%s (%.1f s)\n",
            failures ? "FAILED: a kernel differs from ref or misses the error bound" : "all kernels bitwise equal to ref, errors within bounds",
            tool_now() - t0);
     return failures ? 1 : 0;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: gdn run [--T N] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D] | check | list\n");
+static void usage(FILE *f) {
+    fprintf(f, "usage: gdn run [--T N] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D]\n"
+               "           [--layout vk|kv] | check | list | --help\n"
+               "  run    the GDN recurrence at the Qwen3.6 shapes on every kernel here: checked against ref, timed\n"
+               "  bench  prefill and decode sweeps against the machine's measured floors (--json: a line per row)\n"
+               "  check  every eligible kernel against ref, bitwise, on small shapes\n"
+               "  list   the kernel table, eligibility here, the router's choices and the environment switches\n");
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
     if (argc < 2) {
-        usage();
+        usage(stderr);
         return 2;
     }
     if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(argv[1], "bench") == 0) return tool_bench(argc - 2, argv + 2);
     if (strcmp(argv[1], "check") == 0 && argc == 2) return cmd_check();
     if (strcmp(argv[1], "list") == 0 && argc == 2) return cmd_list();
-    usage();
+    usage(stderr);
     return 2;
 }

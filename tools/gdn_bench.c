@@ -2,6 +2,7 @@
  * Qwen3.6 head shape, the fast kernels (the other CPU kernels where they are quick), against the machine's floors
  * measured in the same run. Each call takes the next slot of a pool of cases (inputs, y and state) whose total is 4x the
  * last-level cache, so a decode figure is a memory figure, not a cache figure. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,13 @@ static int auto_reps(const bench_opts *o, double sec) {
     return n < 3.0 ? 3 : n > 200.0 ? 200 : (int)n;
 }
 
+/* A JSON number, or null where it is not finite (a floor or a ratio whose peak is unknown). */
+static const char *json_num(char *buf, size_t n, double x) {
+    if (isfinite(x)) snprintf(buf, n, "%.6g", x);
+    else snprintf(buf, n, "null");
+    return buf;
+}
+
 static void emit(const bench_opts *o, const char *mode, const tool_case *c, const bench_row *r, const bench_floor *fl) {
     const gdn_delta_args *a = &c->a;
     const double flops = tool_case_flops(a), bytes = tool_case_bytes(a), sec = r->ms_median * 1e-3;
@@ -81,24 +89,31 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
     const double peak_gflops = gpu ? fl->gpu_gflops : fl->cpu_gflops, peak_gbps = gpu ? fl->gpu_gbps : fl->cpu_gbps;
     const double gflops = flops / sec * 1e-9, gbps = bytes / sec * 1e-9;
     /* the floor: the larger of the flop time at the FMA peak and the byte time at the copy bandwidth */
-    const double floor_ms = 1e3 * (flops / (peak_gflops * 1e9) > bytes / (peak_gbps * 1e9) ? flops / (peak_gflops * 1e9)
-                                                                                            : bytes / (peak_gbps * 1e9));
+    const double t_flops = peak_gflops > 0.0 ? flops / (peak_gflops * 1e9) : NAN;
+    const double t_bytes = peak_gbps > 0.0 ? bytes / (peak_gbps * 1e9) : NAN;
+    const double floor_ms = 1e3 * (isnan(t_flops) ? t_bytes : isnan(t_bytes) || t_flops > t_bytes ? t_flops : t_bytes);
+    const double pct_gflops = peak_gflops > 0.0 ? 100.0 * gflops / peak_gflops : NAN;
+    const double pct_gbps = peak_gbps > 0.0 ? 100.0 * gbps / peak_gbps : NAN;
     const char *eq = r->equal < 0 ? "null" : r->equal ? "true" : "false";
     if (o->json) {
+        char j[7][32];
         printf("{\"backend\":\"%s\",\"kernel\":\"%s\",\"mode\":\"%s\",\"B\":%lld,\"T\":%lld,\"Hk\":%lld,\"Hv\":%lld,"
                "\"Dk\":%lld,\"Dv\":%lld,\"dtype\":\"%s\",\"layout\":\"%s\",\"threads\":%d,\"ms_median\":%.6g,\"ms_min\":%.6g,\"reps\":%d,"
-               "\"pool_slots\":%d,\"pool_mb\":%.1f,\"gflops\":%.6g,\"gbps\":%.6g,\"peak_gflops\":%.6g,\"peak_gbps\":%.6g,"
-               "\"pct_peak_gflops\":%.2f,\"pct_peak_gbps\":%.2f,\"floor_ms\":%.6g,\"bitwise_equal_ref\":%s,\"device\":\"%s\"}\n",
+               "\"pool_slots\":%d,\"pool_mb\":%.1f,\"gflops\":%s,\"gbps\":%s,\"peak_gflops\":%s,\"peak_gbps\":%s,"
+               "\"pct_peak_gflops\":%s,\"pct_peak_gbps\":%s,\"floor_ms\":%s,\"bitwise_equal_ref\":%s,\"device\":\"%s\"}\n",
                gpu ? "cuda" : "cpu", r->kernel, mode, (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
                (long long)a->Dk, (long long)a->Dv, tool_dtype_name(a->dtype), a->state_layout == GDN_STATE_KV ? "kv" : "vk",
                gpu ? 1 : gdn_cpu_threads(), r->ms_median,
-               r->ms_min, r->reps, r->slots, (double)r->slots * (double)slot_bytes(c) / 1048576.0, gflops, gbps, peak_gflops,
-               peak_gbps, 100.0 * gflops / peak_gflops, 100.0 * gbps / peak_gbps, floor_ms, eq,
+               r->ms_min, r->reps, r->slots, (double)r->slots * (double)slot_bytes(c) / 1048576.0,
+               json_num(j[0], sizeof j[0], gflops), json_num(j[1], sizeof j[1], gbps),
+               json_num(j[2], sizeof j[2], peak_gflops), json_num(j[3], sizeof j[3], peak_gbps),
+               json_num(j[4], sizeof j[4], pct_gflops), json_num(j[5], sizeof j[5], pct_gbps),
+               json_num(j[6], sizeof j[6], floor_ms), eq,
                gpu ? tool_cuda_device_name() : tool_cpu_model());
     } else {
         printf("%-7s %4lld %5lld  %-18s %-4s %10.3f %9.1f %6.1f%% %8.1f %6.1f%% %9.3f %6.2fx  %-5s %4d\n", mode,
-               (long long)a->B, (long long)a->T, r->kernel, gpu ? "cuda" : "cpu", r->ms_median, gflops, 100.0 * gflops / peak_gflops,
-               gbps, 100.0 * gbps / peak_gbps, floor_ms, r->ms_median / floor_ms, r->equal < 0 ? "-" : r->equal ? "yes" : "NO",
+               (long long)a->B, (long long)a->T, r->kernel, gpu ? "cuda" : "cpu", r->ms_median, gflops, pct_gflops,
+               gbps, pct_gbps, floor_ms, r->ms_median / floor_ms, r->equal < 0 ? "-" : r->equal ? "yes" : "NO",
                r->slots);
     }
     fflush(stdout);
@@ -218,8 +233,15 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->all = 1;
         } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
             o->kernel = argv[++i];
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
-            o->reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            int64_t reps;
+            if (!tool_parse_int(argv[++i], 1, 1000000, &reps)) {
+                fprintf(stderr, "gdn bench: --reps takes an integer from 1 to 1000000, not '%s'\n", argv[i]);
+                return 0;
+            }
+            o->reps = (int)reps;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            return -1;
         } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             const char *d = argv[++i];
             if (strcmp(d, "f32") == 0) o->dtype = GDN_F32;
@@ -240,14 +262,15 @@ static int parse(int argc, char **argv, bench_opts *o) {
 
 int tool_bench(int argc, char **argv) {
     bench_opts o;
-    if (!parse(argc, argv, &o)) {
-        fprintf(stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
+    const int parsed = parse(argc, argv, &o);
+    if (parsed != 1) {
+        fprintf(parsed < 0 ? stdout : stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
                         "                 [--layout vk|kv]\n"
                         "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
                         "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
                         "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
                         "  object per line on stdout; --layout: the state layout (default vk)\n");
-        return 2;
+        return parsed < 0 ? 0 : 2;
     }
     if (o.kernel) {
         int found = 0;

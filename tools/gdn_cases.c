@@ -1,5 +1,6 @@
 /* Test cases with realistic inputs, timing and statistics, and the memory floor of the machine. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 #include "gdn_tool.h"
 
@@ -50,7 +52,9 @@ static void store_elem(void *base, gdn_dtype dtype, int64_t idx, float x) {
 
 /* rows of n normals, each scaled to unit L2 norm when `normalize` */
 static void fill_rows(void *dst, gdn_dtype dtype, int64_t rows, int64_t n, int normalize, rng *r) {
-    double *row = malloc(sizeof(double) * (size_t)n);
+    int ok = 1;
+    const int64_t bytes = GDN_SIZE_PROD(&ok, n, (int64_t)sizeof(double));
+    double *row = ok ? malloc((size_t)bytes) : NULL;
     if (!row) return;
     for (int64_t i = 0; i < rows; ++i) {
         double ss = 0.0;
@@ -107,18 +111,34 @@ static void fill_case(tool_case *c, uint64_t seed) {
         c->state[i] = s->zero_state ? 0.0f : (float)((double)(rng_u64(&r) >> 40) * 0x1.0p-24 * 0.2 - 0.1);
 }
 
+int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return 0;
+    const char *p = s + (*s == '-');
+    if (!*p) return 0;
+    for (const char *d = p; *d; ++d)
+        if (*d < '0' || *d > '9') return 0;
+    errno = 0;
+    char *end = NULL;
+    const long long n = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || n < lo || n > hi) return 0;
+    *out = (int64_t)n;
+    return 1;
+}
+
 int tool_case_init(tool_case *c, const tool_spec *spec, uint64_t seed) {
     memset(c, 0, sizeof *c);
     c->spec = *spec;
     const tool_spec *s = spec;
-    const size_t ds = s->dtype == GDN_F32 ? 4 : 2;
-    const int64_t tokens = s->B * s->T, heads = tokens * s->Hv;
-    c->qk_bytes = (size_t)(tokens * s->Hk * s->Dk) * ds;
-    c->v_bytes = (size_t)(heads * s->Dv) * ds;
-    c->gate_bytes = (size_t)(heads * (s->gate_kind == GDN_GATE_VECTOR ? s->Dk : 1)) * 4;
-    c->beta_bytes = (size_t)heads * 4;
+    const int64_t ds = s->dtype == GDN_F32 ? 4 : 2, gate_row = s->gate_kind == GDN_GATE_VECTOR ? s->Dk : 1;
+    int ok = 1;
+    const int64_t tokens = GDN_SIZE_PROD(&ok, s->B, s->T), heads = GDN_SIZE_PROD(&ok, tokens, s->Hv);
+    c->qk_bytes = (size_t)GDN_SIZE_PROD(&ok, tokens, s->Hk, s->Dk, ds);
+    c->v_bytes = (size_t)GDN_SIZE_PROD(&ok, heads, s->Dv, ds);
+    c->gate_bytes = (size_t)GDN_SIZE_PROD(&ok, heads, gate_row, 4);
+    c->beta_bytes = (size_t)GDN_SIZE_PROD(&ok, heads, 4);
     c->mask_bytes = s->masked ? (size_t)tokens : 0;
-    c->state_bytes = (size_t)(s->B * s->Hv * s->Dk * s->Dv) * 4;
+    c->state_bytes = (size_t)GDN_SIZE_PROD(&ok, s->B, s->Hv, s->Dk, s->Dv, 4);
+    if (!ok) return 0; /* sizes past GDN_SIZE_LIMIT: as out of memory */
     c->q = malloc(c->qk_bytes);
     c->k = malloc(c->qk_bytes);
     c->v = malloc(c->v_bytes);
@@ -206,9 +226,10 @@ double tool_median(double *x, int n) {
 
 void tool_case_decays(const tool_case *c, double *frac_high, double *min, double *median) {
     const gdn_delta_args *a = &c->a;
-    const int64_t n = a->B * a->T * a->Hv;
-    double *g = malloc(sizeof(double) * (size_t)n);
+    int ok = 1;
+    const int64_t n = GDN_SIZE_PROD(&ok, a->B, a->T, a->Hv), bytes = GDN_SIZE_PROD(&ok, n, (int64_t)sizeof(double));
     *frac_high = *min = *median = 0.0;
+    double *g = ok ? malloc((size_t)bytes) : NULL;
     if (!g) return;
     int64_t high = 0;
     for (int64_t i = 0; i < n; ++i) {

@@ -8,7 +8,7 @@
 #ifdef GDN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-int tool_cuda_devices(void) { return gdn_cuda_device_count(); }
+int tool_cuda_devices(void) { return gdn_device_count(GDN_BACKEND_CUDA); }
 
 const char *tool_cuda_device_name(void) {
     static char name[256] = "unknown CUDA device";

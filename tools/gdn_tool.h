@@ -53,6 +53,10 @@ void tool_case_decays(const tool_case *c, double *frac_high, double *min, double
 
 const char *tool_dtype_name(gdn_dtype d);
 
+/* Strict number parsing for the CLI: 1 when the whole of s is a decimal integer in [lo, hi] (no sign but '-',
+ * no spaces, no exponent, no overflow), stored in *out; else 0 and *out untouched. */
+int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 /* Time, statistics, comparison. */
 double tool_now(void);                 /* seconds, monotonic */
 double tool_median(double *x, int n);  /* sorts x */

@@ -1,6 +1,7 @@
 /* Public entry points: argument validation, status text, dispatch to the routed kernel. */
 #include <string.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 
 const char *gdn_status_str(gdn_status status) {
@@ -17,22 +18,10 @@ const char *gdn_status_str(gdn_status status) {
     case GDN_ERR_DEVICE: return "the CUDA runtime reported an error";
     case GDN_ERR_OUT_OF_MEMORY: return "a workspace allocation failed";
     case GDN_ERR_ALIGNMENT: return "a tensor pointer is not aligned to its element size";
+    case GDN_ERR_UNSUPPORTED: return "no kernel of the requested backend can run these arguments (a launch limit)";
+    case GDN_ERR_NOT_DEVICE_MEMORY: return "a pointer of a CUDA call is not device memory (GDN_CHECK_POINTERS=1)";
     }
     return "unknown status code";
-}
-
-/* x * y into *out, or 0 when the product leaves [0, 2^62] (sizes are positive here). */
-static int mul_ok(int64_t x, int64_t y, int64_t *out) {
-    const int64_t limit = (int64_t)1 << 62;
-    if (x < 0 || y < 0 || (y != 0 && x > limit / y)) return 0;
-    *out = x * y;
-    return 1;
-}
-
-static int64_t count4(int64_t a, int64_t b, int64_t c, int64_t d, int *ok) {
-    int64_t r = 1;
-    *ok = *ok && mul_ok(a, b, &r) && mul_ok(r, c, &r) && mul_ok(r, d, &r);
-    return r;
 }
 
 typedef struct extent {
@@ -61,21 +50,23 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (!a->q || !a->k || !a->v || !a->y || !a->gate || !a->beta) return GDN_ERR_NULL_POINTER;
     if (a->gate_kind == GDN_GATE_RAW && (!a->A_log || !a->dt_bias)) return GDN_ERR_NULL_POINTER;
 
+    /* Every tensor's byte count, and one (b, h) state's (the kernels' workspaces hold one or a few), within
+     * GDN_SIZE_LIMIT: whether or not a state is passed, so that no kernel's size arithmetic can wrap. */
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
     int ok = 1;
-    const int64_t tokens = count4(a->B, a->T, 1, 1, &ok);
-    const extent q = {a->q, count4(tokens, a->Hk, a->Dk, ds, &ok)}, k = {a->k, q.bytes};
-    const extent v = {a->v, count4(tokens, a->Hv, a->Dv, ds, &ok)}, y = {a->y, v.bytes};
+    const int64_t tokens = GDN_SIZE_PROD(&ok, a->B, a->T);
+    const extent q = {a->q, GDN_SIZE_PROD(&ok, tokens, a->Hk, a->Dk, ds)}, k = {a->k, q.bytes};
+    const extent v = {a->v, GDN_SIZE_PROD(&ok, tokens, a->Hv, a->Dv, ds)}, y = {a->y, v.bytes};
     const int64_t gate_row = a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1;
-    const extent gate = {a->gate, count4(tokens, a->Hv, gate_row, 4, &ok)};
-    const extent beta = {a->beta, count4(tokens, a->Hv, 4, 1, &ok)};
+    const extent gate = {a->gate, GDN_SIZE_PROD(&ok, tokens, a->Hv, gate_row, 4)};
+    const extent beta = {a->beta, GDN_SIZE_PROD(&ok, tokens, a->Hv, 4)};
     const extent mask = {a->mask, tokens};
     const int raw = a->gate_kind == GDN_GATE_RAW;
-    const extent A_log = {raw ? a->A_log : NULL, count4(a->Hv, 4, 1, 1, &ok)};
+    const extent A_log = {raw ? a->A_log : NULL, GDN_SIZE_PROD(&ok, a->Hv, 4)};
     const extent dt_bias = {raw ? a->dt_bias : NULL, A_log.bytes};
-    const extent state_in = {a->state_in, count4(count4(a->B, a->Hv, a->Dk, a->Dv, &ok), 4, 1, 1, &ok)};
+    const extent state_in = {a->state_in, GDN_SIZE_PROD(&ok, a->B, a->Hv, a->Dk, a->Dv, 4)};
     const extent state_out = {a->state_out, state_in.bytes};
-    if (!ok || (uint64_t)state_in.bytes > (uint64_t)SIZE_MAX || (uint64_t)q.bytes > (uint64_t)SIZE_MAX)
+    if (!ok || !gdn__size_fits(state_in.bytes) || !gdn__size_fits(q.bytes) || !gdn__size_fits(v.bytes))
         return GDN_ERR_BAD_SIZE;
 
     /* y overlaps nothing; state_out overlaps no input except state_in exactly (in place). */
@@ -119,7 +110,7 @@ static gdn_status pick(const gdn__problem *p, const gdn__kernel **out) {
         return GDN_ERR_UNKNOWN_KERNEL;
     }
     *out = gdn__route(p);
-    return *out ? GDN_OK : GDN_ERR_INELIGIBLE;
+    return *out ? GDN_OK : GDN_ERR_UNSUPPORTED;
 }
 
 gdn_status gdn_delta(const gdn_delta_args *args) {
@@ -128,6 +119,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     if (s != GDN_OK) return s;
     const gdn__kernel *kn = NULL;
     s = pick(&p, &kn);
+    if (s == GDN_OK && p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers()) s = gdn__cuda_check_pointers(&p);
     return s != GDN_OK ? s : kn->run(&p);
 }
 
@@ -140,6 +132,10 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     s = pick(&p, &kn);
     if (s == GDN_OK) *kernel_name = kn->name;
     return s;
+}
+
+int gdn_device_count(gdn_backend backend) {
+    return backend == GDN_BACKEND_CPU ? 1 : backend == GDN_BACKEND_CUDA ? gdn__cuda_devices() : 0;
 }
 
 int gdn_kernel_count(void) { return gdn__kernel_total; }

@@ -3,22 +3,24 @@
  * wherever it is eligible. Both depend on the arguments and the hardware only, so routing is a pure function of
  * them (and of GDN_PACKED, read once). */
 #include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "core/env.h"
 #include "gdn_internal.h"
 
-static int packed_enabled_value = 1;
-static pthread_once_t packed_once = PTHREAD_ONCE_INIT;
+static int packed_enabled_value = 1, check_pointers_value = 0;
+static pthread_once_t packed_once = PTHREAD_ONCE_INIT, check_once = PTHREAD_ONCE_INIT;
 
-static void read_packed_switch(void) {
-    const char *s = getenv("GDN_PACKED");
-    packed_enabled_value = !(s && strcmp(s, "0") == 0);
-}
+static void read_packed_switch(void) { packed_enabled_value = gdn__env_bool("GDN_PACKED", 1); }
+static void read_check_switch(void) { check_pointers_value = gdn__env_bool("GDN_CHECK_POINTERS", 0); }
 
 int gdn__packed_enabled(void) {
     pthread_once(&packed_once, read_packed_switch);
     return packed_enabled_value;
+}
+
+int gdn__check_pointers(void) {
+    pthread_once(&check_once, read_check_switch);
+    return check_pointers_value;
 }
 
 static int always(const gdn__problem *p) { return p != NULL; }

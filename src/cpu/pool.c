@@ -1,22 +1,28 @@
-/* The persistent CPU thread pool: created on first use, sized to GDN_THREADS or the online cores. One job
- * at a time; a caller that finds the pool busy runs its items alone, so concurrent callers never wait on
- * each other and never share scratch. */
+/* The persistent CPU thread pool: its size is GDN_THREADS or the online cores (read once); its workers start on
+ * the first call that wants more than one thread. One job at a time; a caller that finds the pool busy runs its
+ * items alone, so concurrent callers never wait on each other and never share scratch.
+ *
+ * fork(): a child has only the forking thread, so the pool's workers do not exist there. pthread_atfork
+ * handlers keep fork from splitting a job (the prepare handler waits for the job under way and holds the pool's
+ * locks across fork); the child then marks its workers as not started, and its first parallel call starts new
+ * ones. A forked child can call the library at any thread count; its pool has the parent's size. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "gdn_internal.h"
-
-#define POOL_MAX_THREADS 256
 
 typedef struct pool {
     int size;                  /* threads including the caller's */
+    int started;               /* workers 1 .. size-1 are running (in this process) */
     pthread_mutex_t busy;      /* held by the caller whose job runs */
-    pthread_mutex_t lock;      /* guards the fields below */
+    pthread_mutex_t lock;      /* guards the fields below and `started` */
     pthread_cond_t wake, done;
     uint64_t generation;       /* bumped for each job */
+    uint64_t start_generation; /* the generation when the workers were started: their first job comes after it */
     int participants;          /* workers 1 .. participants-1 take part in this job */
     int finished;
     gdn__item_fn fn;
@@ -28,15 +34,10 @@ typedef struct pool {
 static pool the_pool;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
-static int env_threads(void) {
-    const char *s = getenv("GDN_THREADS");
-    if (s && *s) {
-        char *end;
-        long n = strtol(s, &end, 10);
-        if (*end == '\0' && n >= 1) return n > POOL_MAX_THREADS ? POOL_MAX_THREADS : (int)n;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores < 1 ? 1 : cores > POOL_MAX_THREADS ? POOL_MAX_THREADS : (int)cores;
+static int default_threads(void) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int64_t n = gdn__env_int("GDN_THREADS", 1, GDN_THREADS_MAX, cores < 1 ? 1 : cores);
+    return n > GDN_THREADS_MAX ? GDN_THREADS_MAX : (int)n;
 }
 
 static void run_items(int worker) {
@@ -49,8 +50,8 @@ static void run_items(int worker) {
 
 static void *worker_main(void *arg) {
     const int worker = (int)(intptr_t)arg;
-    uint64_t seen = 0;
     pthread_mutex_lock(&the_pool.lock);
+    uint64_t seen = the_pool.start_generation;
     for (;;) {
         while (the_pool.generation == seen) pthread_cond_wait(&the_pool.wake, &the_pool.lock);
         seen = the_pool.generation;
@@ -63,21 +64,51 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static void pool_init(void) {
-    the_pool.size = env_threads();
+static void init_sync(void) {
     pthread_mutex_init(&the_pool.busy, NULL);
     pthread_mutex_init(&the_pool.lock, NULL);
     pthread_cond_init(&the_pool.wake, NULL);
     pthread_cond_init(&the_pool.done, NULL);
-    for (int w = 1; w < the_pool.size; ++w) {
+}
+
+/* fork: no job is split (prepare waits for it and holds both locks); the child starts with fresh locks and no
+ * workers. */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&the_pool.busy);
+    pthread_mutex_lock(&the_pool.lock);
+}
+static void fork_parent(void) {
+    pthread_mutex_unlock(&the_pool.lock);
+    pthread_mutex_unlock(&the_pool.busy);
+}
+static void fork_child(void) {
+    init_sync();
+    the_pool.started = 0;
+    the_pool.participants = 0;
+}
+
+static void pool_init(void) {
+    the_pool.size = default_threads();
+    init_sync();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* Starts workers 1 .. size-1 once per process (called with `busy` held). A worker that cannot be created
+ * shrinks the pool to the workers that were. */
+static void start_workers(void) {
+    pthread_mutex_lock(&the_pool.lock);
+    the_pool.start_generation = the_pool.generation;
+    for (int w = 1; !the_pool.started && w < the_pool.size; ++w) {
         pthread_t tid;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&tid, &attr, worker_main, (void *)(intptr_t)w) != 0) the_pool.size = w;
+        const int failed = pthread_create(&tid, &attr, worker_main, (void *)(intptr_t)w) != 0;
         pthread_attr_destroy(&attr);
-        if (the_pool.size == w) break;
+        if (failed) the_pool.size = w;
     }
+    the_pool.started = 1;
+    pthread_mutex_unlock(&the_pool.lock);
 }
 
 int gdn_cpu_threads(void) {
@@ -86,13 +117,14 @@ int gdn_cpu_threads(void) {
 }
 
 void gdn__parallel_for(int64_t n_items, int threads, gdn__item_fn fn, void *ctx) {
-    const int size = gdn_cpu_threads();
-    if (threads > size) threads = size;
+    if (threads > gdn_cpu_threads()) threads = the_pool.size;
     if (threads > n_items) threads = (int)n_items;
     if (threads <= 1 || pthread_mutex_trylock(&the_pool.busy) != 0) {
         for (int64_t item = 0; item < n_items; ++item) fn(ctx, item, 0);
         return;
     }
+    if (!the_pool.started) start_workers();
+    if (threads > the_pool.size) threads = the_pool.size;
     pthread_mutex_lock(&the_pool.lock);
     the_pool.fn = fn;
     the_pool.ctx = ctx;

@@ -2,7 +2,7 @@
 #include "gdn_internal.h"
 
 int gdn__cuda_devices(void) { return 0; }
-int gdn_cuda_device_count(void) { return 0; }
+gdn_status gdn__cuda_check_pointers(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 int gdn__cuda_generic_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_packed_eligible(const gdn__problem *p) { return p == NULL; }
 int gdn__cuda_decode_eligible(const gdn__problem *p) { return p == NULL; }

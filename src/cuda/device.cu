@@ -19,7 +19,27 @@ int gdn__cuda_devices(void) {
     return count;
 }
 
-int gdn_cuda_device_count(void) { return gdn__cuda_devices(); }
+
+/* 1 when p is device or managed memory (NULL counts: the call does not use it). */
+static int gdn_device_pointer(const void *p) {
+    if (!p) return 1;
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unknown host pointer: clear the error */
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+gdn_status gdn__cuda_check_pointers(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    const int raw = a->gate_kind == GDN_GATE_RAW;
+    const void *ptrs[] = {a->q, a->k, a->v, a->y, a->gate, a->beta, a->mask, raw ? a->A_log : NULL,
+                          raw ? a->dt_bias : NULL, a->state_in, a->state_out};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; ++i)
+        if (!gdn_device_pointer(ptrs[i])) return GDN_ERR_NOT_DEVICE_MEMORY;
+    return GDN_OK;
+}
 
 gdn_status gdn__cuda_run_variant(const gdn_delta_args *args, const char *kernel, int variant) {
     gdn__problem p;

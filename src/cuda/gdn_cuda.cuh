@@ -504,6 +504,10 @@ __device__ __forceinline__ void gdn_mbar_wait(uint64_t *bar, unsigned parity) {
                      : "memory");
 }
 
+/* A launch limit, as eligibility: a grid of `blocks` blocks (x) fits CUDA's 2^31 - 1. Each kernel's eligibility
+ * checks its grid, so that gdn_route and gdn_delta agree on every shape (no kernel fails at launch on size). */
+static inline int gdn_grid_fits(int64_t blocks) { return blocks >= 1 && blocks <= 0x7fffffffLL; }
+
 static inline int gdn_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Every tensor the staging kernels copy in 16-byte pieces is 16-byte aligned: q, k, v, the vector gate (when it is

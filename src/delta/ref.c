@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 
 /* Per-thread scratch of ref: the state of one (b, h) as Dv columns of Dk keys, and one token's vectors. */
@@ -20,7 +21,8 @@ typedef struct ref_job {
 /* On x86-64 with GCC, ref_head is also built for FMA machines and picked at load time: fmaf is then one
  * instruction instead of a libm call. Same bits (fmaf rounds once either way; -ffp-contract=off still keeps
  * every other product and sum separate). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* (Not under ThreadSanitizer: gcc's TSan runtime is not up when the clones' resolver runs, before main.) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define REF_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define REF_CLONES
@@ -75,14 +77,19 @@ REF_CLONES static void ref_head(void *ctx, int64_t item, int worker) {
 gdn_status gdn__delta_ref(const gdn__problem *p) {
     const int64_t Dk = p->a.Dk, Dv = p->a.Dv;
     const int workers = p->threads;
+    /* per worker: S [Dv][Dk], q, k, gk [Dk], v [Dv] floats; a workspace that cannot be counted cannot be had */
+    int64_t per = 0, bytes = 0; /* Dk (Dv + 3) + Dv floats, times workers */
+    if (!gdn__size_mul(Dk, Dv + 3, &per) || !gdn__size_add(per, Dv, &per) ||
+        !gdn__size_mul(per, (int64_t)workers * (int64_t)sizeof(float), &bytes) || !gdn__size_fits(bytes))
+        return GDN_ERR_OUT_OF_MEMORY;
     ref_scratch *scratch = calloc((size_t)workers, sizeof *scratch);
-    float *arena = scratch ? malloc(sizeof(float) * (size_t)workers * (size_t)(Dk * Dv + 3 * Dk + Dv)) : NULL;
+    float *arena = scratch ? malloc((size_t)bytes) : NULL;
     if (!arena) {
         free(scratch);
         return GDN_ERR_OUT_OF_MEMORY;
     }
     for (int w = 0; w < workers; ++w) {
-        float *base = arena + (size_t)w * (size_t)(Dk * Dv + 3 * Dk + Dv);
+        float *base = arena + (size_t)w * (size_t)per;
         scratch[w] = (ref_scratch){base, base + Dk * Dv, base + Dk * Dv + Dk, base + Dk * Dv + 2 * Dk, NULL,
                                    base + Dk * Dv + 3 * Dk};
     }
@@ -111,7 +118,11 @@ static double oracle_gate(const gdn_delta_args *a, int64_t b, int64_t t, int64_t
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out) {
     const gdn_delta_args *a = &p->a;
     const int64_t Dk = a->Dk, Dv = a->Dv;
-    double *S = malloc(sizeof(double) * (size_t)(Dk * Dv + 3 * Dk));
+    int64_t bytes = 0; /* S [Dv][Dk], q, k, g [Dk] doubles */
+    if (!gdn__size_mul(Dk, Dv + 3, &bytes) || !gdn__size_mul(bytes, (int64_t)sizeof(double), &bytes) ||
+        !gdn__size_fits(bytes))
+        return GDN_ERR_OUT_OF_MEMORY;
+    double *S = malloc((size_t)bytes);
     if (!S) return GDN_ERR_OUT_OF_MEMORY;
     double *q = S + Dk * Dv, *k = q + Dk, *g_vec = k + Dk;
     for (int64_t b = 0; b < a->B; ++b)

@@ -114,8 +114,8 @@ static gdn_delta_args problem_args(const host_problem *h, const void *q, const v
 /* ---- without a device: NO_DEVICE and nothing written ---- */
 
 TEST(cuda_without_device_writes_nothing) {
-    if (gdn_cuda_device_count() > 0) {
-        CHECK(gdn_cuda_device_count() > 0); /* covered by the device tests below */
+    if (gdn_device_count(GDN_BACKEND_CUDA) > 0) {
+        CHECK(gdn_device_count(GDN_BACKEND_CUDA) > 0); /* covered by the device tests below */
         return;
     }
     const cuda_case c = {1, 5, 2, 4, 32, 16, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 1, 0};
@@ -327,8 +327,8 @@ static void filtered_case(case_filter *f, const cuda_case *c, uint64_t seed, cud
 }
 
 TEST(cuda_kernels_bitwise_vs_ref) {
-    if (gdn_cuda_device_count() == 0) {
-        CHECK(gdn_cuda_device_count() == 0); /* no device: covered by cuda_without_device_writes_nothing */
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(gdn_device_count(GDN_BACKEND_CUDA) == 0); /* no device: covered by cuda_without_device_writes_nothing */
         return;
     }
     cudaStream_t stream = NULL;

@@ -116,8 +116,8 @@ static void *absent_main(void *arg) {
 }
 
 TEST(cuda_streams_without_device) {
-    if (gdn_cuda_device_count() > 0) {
-        CHECK(gdn_cuda_device_count() > 0); /* covered by the device tests below */
+    if (gdn_device_count(GDN_BACKEND_CUDA) > 0) {
+        CHECK(gdn_device_count(GDN_BACKEND_CUDA) > 0); /* covered by the device tests below */
         return;
     }
     gdn_case hc;
@@ -340,8 +340,8 @@ static void *stream_worker_main(void *arg) {
 }
 
 TEST(cuda_streams_threads) {
-    if (gdn_cuda_device_count() == 0) {
-        CHECK(gdn_cuda_device_count() == 0); /* no device: covered by cuda_streams_without_device */
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(gdn_device_count(GDN_BACKEND_CUDA) == 0); /* no device: covered by cuda_streams_without_device */
         return;
     }
     const int n_threads = env_int("GDN_TEST_STREAMS_THREADS", 6, 1, MAX_THREADS);
@@ -413,8 +413,8 @@ TEST(cuda_streams_threads) {
 enum { N_STREAMS = 4, REPEATS = 3, N_SEGMENTS = 6 };
 
 TEST(cuda_streams_one_thread) {
-    if (gdn_cuda_device_count() == 0) {
-        CHECK(gdn_cuda_device_count() == 0); /* no device: covered by cuda_streams_without_device */
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(gdn_device_count(GDN_BACKEND_CUDA) == 0); /* no device: covered by cuda_streams_without_device */
         return;
     }
     host_case *h = calloc(N_CASES, sizeof *h);

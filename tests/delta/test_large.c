@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "gdn.h"
@@ -61,6 +63,81 @@ TEST(large_size_overflow_rejected) {
         const char *kernel = NULL;
         CHECK(gdn_route(&a, &kernel) == GDN_ERR_BAD_SIZE, "shape %zu", i);
         CHECK(gdn_delta(&a) == GDN_ERR_BAD_SIZE, "shape %zu", i);
+    }
+}
+
+/* The workspace reproducers: huge Dk, Dv that pass validation with no state (f16, one token, one head; q, k,
+ * v and y of 2 GiB each, mapped MAP_NORESERVE and never touched). ref's per-worker workspace of Dk Dv floats
+ * cannot exist: the answer is GDN_ERR_OUT_OF_MEMORY, at every thread count, and y keeps no resident page (nothing
+ * written). Every other CPU kernel is ineligible at these Dk or answers the same. */
+static void *reserve(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t resident_pages(void *p, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + page - 1) / page;
+    unsigned char *vec = malloc(n);
+    size_t resident = 0;
+    if (vec && mincore(p, bytes, vec) == 0)
+        for (size_t i = 0; i < n; ++i) resident += vec[i] & 1;
+    else
+        resident = n; /* cannot tell: count as written */
+    free(vec);
+    return resident;
+}
+
+TEST(large_workspace_overflow_is_out_of_memory) {
+    const int64_t shapes[][2] = {{1073676289, 1073807359}, {535706951, 538037398}};
+    for (int s = 0; s < 2; ++s) {
+        const int64_t Dk = shapes[s][0], Dv = shapes[s][1];
+        const size_t qk = (size_t)Dk * 2, vy = (size_t)Dv * 2;
+        void *q = reserve(qk), *k = reserve(qk), *v = reserve(vy), *y = reserve(vy);
+        CHECK(q && k && v && y, "mapping 2 GiB tensors");
+        float gate = 0.5f, beta = 0.5f;
+        for (int threads = 0; threads <= 4 && q && k && v && y; ++threads) {
+            gdn_delta_args a = {.B = 1, .T = 1, .Hk = 1, .Hv = 1, .Dk = Dk, .Dv = Dv, .dtype = GDN_F16,
+                                .q = q, .k = k, .v = v, .y = y, .gate = &gate, .beta = &beta, .scale = 1.0f,
+                                .threads = threads};
+            const char *kernel = NULL;
+            CHECK(gdn_route(&a, &kernel) == GDN_OK, "shape %d validates", s);
+            const gdn_status st = gdn_delta(&a);
+            CHECK(st == GDN_ERR_OUT_OF_MEMORY, "shape %d threads %d: %s", s, threads, gdn_status_str(st));
+            for (int i = 0; i < gdn_kernel_count(); ++i) {
+                if (gdn_kernel_backend(i) != GDN_BACKEND_CPU) continue;
+                a.kernel = gdn_kernel_name(i);
+                const gdn_status sk = gdn_delta(&a);
+                CHECK(sk == GDN_ERR_OUT_OF_MEMORY || sk == GDN_ERR_INELIGIBLE, "%s: %s", a.kernel, gdn_status_str(sk));
+            }
+            CHECK(resident_pages(y, vy) == 0, "shape %d threads %d: y was written", s, threads);
+        }
+        if (q) munmap(q, qk);
+        if (k) munmap(k, qk);
+        if (v) munmap(v, vy);
+        if (y) munmap(y, vy);
+    }
+}
+
+/* gdn_route and gdn_delta agree on CUDA launch limits: shapes every CUDA kernel's grid rejects are
+ * GDN_ERR_UNSUPPORTED from both (without a device: GDN_ERR_NO_DEVICE from both), and gdn_kernel_eligible says no
+ * for every CUDA kernel. Pointers are never dereferenced: a rejected call touches no memory. */
+TEST(large_cuda_limits_agree) {
+    const struct { int64_t B, Hv, Dk, Dv; } shapes[] = {
+        {1, 1, 40, 262148},                    /* Dv past the generic kernel's 65535 column blocks (1 MiB tensors) */
+        {((int64_t)1 << 26) + 1, 32, 1, 1},    /* B Hv = 2^31 + 32 */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        gdn_delta_args a = far_args(shapes[i].B, 1, shapes[i].Hv, shapes[i].Hv, shapes[i].Dk, shapes[i].Dv);
+        a.backend = GDN_BACKEND_CUDA;
+        const char *kernel = NULL;
+        const gdn_status want = gdn_device_count(GDN_BACKEND_CUDA) > 0 ? GDN_ERR_UNSUPPORTED : GDN_ERR_NO_DEVICE;
+        const gdn_status sr = gdn_route(&a, &kernel);
+        CHECK(sr == want, "shape %zu: gdn_route %s", i, gdn_status_str(sr));
+        if (sr == want) CHECK(gdn_delta(&a) == want, "shape %zu: gdn_delta", i); /* never launched: rejected first */
+        for (int k = 0; k < gdn_kernel_count(); ++k)
+            if (gdn_kernel_backend(k) == GDN_BACKEND_CUDA) CHECK(!gdn_kernel_eligible(k, &a), "%s", gdn_kernel_name(k));
+        a.backend = GDN_BACKEND_CPU; /* the CPU backend takes both shapes (validation and routing only) */
+        CHECK(gdn_route(&a, &kernel) == GDN_OK, "shape %zu on the CPU", i);
     }
 }
 

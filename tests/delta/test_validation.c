@@ -144,7 +144,7 @@ TEST(validation_enums) {
         for (int g = GDN_GATE_DECAY; g <= GDN_GATE_RAW; ++g)
             EXPECT(GDN_OK, "every valid dtype and gate kind", a.dtype = (gdn_dtype)d; a.gate_kind = (gdn_gate_kind)g;
                    a.state_layout = (gdn_state_layout)(g % 2); a.beta_kind = (gdn_beta_kind)(d % 2));
-    if (gdn_cuda_device_count() == 0) EXPECT(GDN_ERR_NO_DEVICE, "CUDA backend without a device", a.backend = GDN_BACKEND_CUDA);
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) EXPECT(GDN_ERR_NO_DEVICE, "CUDA backend without a device", a.backend = GDN_BACKEND_CUDA);
 }
 
 TEST(validation_overlaps) {
@@ -263,7 +263,8 @@ TEST(validation_alignment) {
 TEST(validation_status_text) {
     const gdn_status known[] = {GDN_OK, GDN_ERR_NULL_POINTER, GDN_ERR_BAD_SIZE, GDN_ERR_HEAD_RATIO, GDN_ERR_BAD_ENUM,
                                 GDN_ERR_OVERLAP, GDN_ERR_UNKNOWN_KERNEL, GDN_ERR_INELIGIBLE, GDN_ERR_NO_DEVICE,
-                                GDN_ERR_DEVICE, GDN_ERR_OUT_OF_MEMORY, GDN_ERR_ALIGNMENT};
+                                GDN_ERR_DEVICE, GDN_ERR_OUT_OF_MEMORY, GDN_ERR_ALIGNMENT, GDN_ERR_UNSUPPORTED,
+                                GDN_ERR_NOT_DEVICE_MEMORY};
     const int n = (int)(sizeof known / sizeof known[0]);
     const char *unknown = gdn_status_str((gdn_status)-1);
     CHECK(unknown != NULL && unknown[0] != '\0');

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 
 #define BLK_COLS (BLK_VW * BLK_NV)
@@ -677,7 +678,11 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.off_gb = job.off_y + ybuf;
     job.off_kv = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
     job.ws_stride = job.off_kv + (size_t)(job.hu * job.nb) * (sizeof(blk_part) / sizeof(float));
-    job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
+    int64_t ws_bytes = 0;
+    if (!gdn__size_mul((int64_t)job.ws_stride, (int64_t)sizeof(float) * p->threads, &ws_bytes) ||
+        !gdn__size_fits(ws_bytes))
+        return GDN_ERR_OUT_OF_MEMORY;
+    job.ws = aligned_alloc(64, (size_t)ws_bytes);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
     gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, p->threads, blk_item, &job);
     free(job.ws);

@@ -470,7 +470,7 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % GDN_DEC_COLS == 0 && a->T <= GDN_DEC_TMAX && aligned &&
-           a->B * a->Hv * (a->Dv / GDN_DEC_COLS) <= 0x7fffffffLL;
+           gdn_grid_fits(a->B * a->Hv * (a->Dv / GDN_DEC_COLS));
 }
 
 /* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small

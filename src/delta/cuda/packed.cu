@@ -399,8 +399,7 @@ static gdn_status gdn_launch_packed(const gdn__problem *p) {
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
-    const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB);
-    if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
+    const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB); /* fits (CB >= 8): eligibility */
     return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
 }
 
@@ -436,12 +435,12 @@ static gdn_status gdn_packed_variant(const gdn__problem *p, int variant) {
 extern "C" {
 
 /* Dk a power of two from 32 to 256, Dv % 8 == 0 (16-byte rows of v), 16-byte aligned q, k, v, vector gate and
- * state. Any B, T, heads, dtype, gate, beta, mask, layout. */
+ * state, a grid of blocks of 8 columns or more. Any B, T, heads, dtype, gate, beta, mask, layout. */
 int gdn__cuda_packed_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);
-    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned;
+    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_grid_fits(a->B * a->Hv * (a->Dv / 8));
 }
 
 gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant) {

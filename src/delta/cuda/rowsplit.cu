@@ -319,8 +319,7 @@ static gdn_status gdn_launch_rowsplit(const gdn__problem *p) {
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_rowsplit_kernel<C, W, VEC>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
-    const int64_t blocks = a.B * a.Hv * (a.Dv / 32);
-    if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
+    const int64_t blocks = a.B * a.Hv * (a.Dv / 32); /* fits: eligibility */
     return gdn_launch_pdl(gdn_delta_rowsplit_kernel<C, W, VEC>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
 }
 
@@ -361,7 +360,7 @@ int gdn__cuda_rowsplit_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);
-    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 32 == 0 && aligned;
+    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 32 == 0 && aligned && gdn_grid_fits(a->B * a->Hv * (a->Dv / 32));
 }
 
 gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant) {

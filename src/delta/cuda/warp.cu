@@ -180,7 +180,7 @@ template <int DT, bool VEC, int CM, int NCOL, bool EXACT>
 static gdn_status gdn_launch_warp(const gdn__problem *p) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     const int64_t groups = (a.Dv + NCOL - 1) / NCOL, col_blocks = (groups + GDN_WARP_BLOCK / 32 - 1) / (GDN_WARP_BLOCK / 32);
-    if (a.B * a.Hv > 0x7fffffffLL || col_blocks > 65535) return GDN_ERR_BAD_SIZE;
+    /* fits: gdn_warp_grid_fits, in eligibility */
     const dim3 grid((unsigned)(a.B * a.Hv), (unsigned)col_blocks);
     return gdn_launch_pdl(gdn_delta_warp_kernel<DT, VEC, CM, NCOL, EXACT>, grid, GDN_WARP_BLOCK, 0, p->a.cuda_stream, a);
 }
@@ -214,9 +214,18 @@ static gdn_status gdn_decode_dt(const gdn__problem *p, int ncol) {
     return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_decode_cm<dt.value, vec.value>(p, ncol); });
 }
 
+/* The grid (B Hv, column blocks) fits CUDA's limits (2^31 - 1, 65535) at one column per warp, the most blocks any
+ * instantiation launches. */
+static int gdn_warp_grid_fits(const gdn__problem *p) {
+    const int64_t col_blocks = (p->a.Dv + GDN_WARP_BLOCK / 32 - 1) / (GDN_WARP_BLOCK / 32);
+    return gdn_grid_fits(p->a.B * p->a.Hv) && col_blocks <= 65535;
+}
+
 extern "C" {
 
-int gdn__cuda_generic_eligible(const gdn__problem *p) { return gdn__cuda_devices() > 0 && p->a.Dk <= 1024; }
+int gdn__cuda_generic_eligible(const gdn__problem *p) {
+    return gdn__cuda_devices() > 0 && p->a.Dk <= 1024 && gdn_warp_grid_fits(p);
+}
 
 /* Dk a power of two from 32 to 256, whole groups of 8 columns, every tensor 16-byte aligned, a few tokens. */
 static int gdn_decode_shape_ok(const gdn__problem *p) {
@@ -224,7 +233,7 @@ static int gdn_decode_shape_ok(const gdn__problem *p) {
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && gdn_aligned16(a->state_in) &&
                         gdn_aligned16(a->state_out);
-    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned;
+    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_warp_grid_fits(p);
 }
 
 /* T <= 4, or windows up to 8 tokens where the streamed kernel takes them. */

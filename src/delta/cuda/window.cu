@@ -188,8 +188,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
 template <int DT, bool VEC, int C>
 static gdn_status gdn_launch_window(const gdn__problem *p) {
     const gdn_dev_args a = gdn_dev_args_of(p);
-    const int64_t blocks = a.B * a.Hv * (a.Dv / GDN_WIN_COLS);
-    if (blocks > 0x7fffffffLL) return GDN_ERR_BAD_SIZE;
+    const int64_t blocks = a.B * a.Hv * (a.Dv / GDN_WIN_COLS); /* fits: eligibility */
     if (a.layout == GDN_STATE_KV)
         return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, true>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.cuda_stream, a);
     return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, false>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.cuda_stream, a);
@@ -207,7 +206,8 @@ int gdn__cuda_window_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && (a->gate_kind != GDN_GATE_VECTOR || gdn_aligned16(a->gate)) &&
                         gdn_aligned16(a->state_in) && gdn_aligned16(a->state_out);
-    return gdn__cuda_devices() > 0 && (a->Dk == 64 || a->Dk == 128) && a->Dv % GDN_WIN_COLS == 0 && a->T <= GDN_WIN_TMAX && aligned;
+    return gdn__cuda_devices() > 0 && (a->Dk == 64 || a->Dk == 128) && a->Dv % GDN_WIN_COLS == 0 && a->T <= GDN_WIN_TMAX && aligned &&
+           gdn_grid_fits(a->B * a->Hv * (a->Dv / GDN_WIN_COLS));
 }
 
 /* Routed where its blocks fit in one wave (B Hv Dv / 32 <= SMs: B=1 at the model's heads): there it beats every other

@@ -1,0 +1,77 @@
+/* The environment switches' one parsing rule (core/env.h), and the report of how each was read. */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/env.h"
+#include "gdn_internal.h"
+
+/* s without its leading and trailing ASCII whitespace, into buf (n bytes); 0 when it does not fit. */
+static int trimmed(const char *s, char *buf, size_t n) {
+    while (*s && isspace((unsigned char)*s)) ++s;
+    size_t len = strlen(s);
+    while (len > 0 && isspace((unsigned char)s[len - 1])) --len;
+    if (len >= n) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return 1;
+}
+
+int64_t gdn__env_int(const char *name, int64_t lo, int64_t hi, int64_t fallback) {
+    const char *raw = getenv(name);
+    char buf[32], *end = NULL;
+    if (!raw || !trimmed(raw, buf, sizeof buf) || !buf[0]) return fallback;
+    errno = 0;
+    const long long n = strtoll(buf, &end, 10);
+    if (errno != 0 || *end != '\0' || n < lo || n > hi) return fallback;
+    return (int64_t)n;
+}
+
+int gdn__env_bool(const char *name, int fallback) {
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    const char *raw = getenv(name);
+    char buf[8];
+    if (!raw || !trimmed(raw, buf, sizeof buf)) return fallback;
+    for (int i = 0; i < 4; ++i) {
+        if (strcasecmp(buf, yes[i]) == 0) return 1;
+        if (strcasecmp(buf, no[i]) == 0) return 0;
+    }
+    return fallback;
+}
+
+/* One line per switch: its raw value and what the library made of it. */
+static char report[512];
+static pthread_once_t report_once = PTHREAD_ONCE_INIT;
+
+static void describe(char *out, size_t n, const char *name, const char *effect, int understood) {
+    const char *raw = getenv(name);
+    if (!raw)
+        snprintf(out, n, "%s unset: %s\n", name, effect);
+    else
+        snprintf(out, n, "%s='%.40s'%s: %s\n", name, raw, understood ? "" : " (not understood, ignored)", effect);
+}
+
+static void build_report(void) {
+    char line[3][160];
+    const int threads = gdn_cpu_threads();
+    char effect[64];
+    snprintf(effect, sizeof effect, "a pool of %d CPU threads", threads);
+    const int t_ok = !getenv("GDN_THREADS") || gdn__env_int("GDN_THREADS", 1, GDN_THREADS_MAX, -1) != -1;
+    describe(line[0], sizeof line[0], "GDN_THREADS", effect, t_ok);
+    const int p_ok = !getenv("GDN_PACKED") || gdn__env_bool("GDN_PACKED", -1) != -1;
+    describe(line[1], sizeof line[1], "GDN_PACKED", gdn__packed_enabled() ? "packed kernels routed" : "packed kernels not routed",
+             p_ok);
+    const int c_ok = !getenv("GDN_CHECK_POINTERS") || gdn__env_bool("GDN_CHECK_POINTERS", -1) != -1;
+    describe(line[2], sizeof line[2], "GDN_CHECK_POINTERS",
+             gdn__check_pointers() ? "CUDA calls check that every pointer is device memory" : "CUDA pointers not checked", c_ok);
+    snprintf(report, sizeof report, "%s%s%s", line[0], line[1], line[2]);
+}
+
+const char *gdn_env_report(void) {
+    pthread_once(&report_once, build_report);
+    return report;
+}
