@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= gcc
 SAN     ?= 0
 CFLAGS_BASE = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -pthread \
-              -Iinclude -Isrc -Itests -MMD -MP
+              -Iinclude -Isrc -Itests -MMD -MP -DGDN_TESTING=1
 ifeq ($(SAN),1)
 CFLAGS_BASE += -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS_SAN = -fsanitize=address,undefined
@@ -26,7 +26,7 @@ GDN_CUDA ?= $(if $(and $(NVCC),$(CU_SRC)),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCC_FLAGS = -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
              --fmad=false -Xptxas -v -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off -Werror all-warnings \
-             -Iinclude -Isrc
+             -Iinclude -Isrc -DGDN_TESTING=1
 # PIC=1: position-independent objects, for build/pic/libgdn.so (`make shared`, the Python binding's library)
 PIC ?= 0
 ifeq ($(PIC),1)

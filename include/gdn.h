@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define GDN_VERSION_MAJOR 0
-#define GDN_VERSION_MINOR 1
+#define GDN_VERSION_MINOR 2
 
 typedef enum gdn_status {
     GDN_OK = 0,
@@ -57,7 +57,8 @@ typedef enum gdn_status {
     GDN_ERR_OUT_OF_MEMORY,  /* a workspace could not be allocated */
     GDN_ERR_ALIGNMENT,      /* a tensor pointer is not aligned to its element size */
     GDN_ERR_UNSUPPORTED,    /* valid arguments that no kernel of the requested backend can run (a launch limit) */
-    GDN_ERR_NOT_DEVICE_MEMORY /* GDN_CHECK_POINTERS=1: a pointer of a CUDA call is not device or managed memory */
+    GDN_ERR_NOT_DEVICE_MEMORY, /* GDN_CHECK_POINTERS=1: a pointer of a CUDA call is not device or managed memory */
+    GDN_ERR_RESERVED          /* a reserved field of an args struct is not zero (built against a newer header?) */
 } gdn_status;
 
 /* Element type of q, k, v and y. Inputs convert exactly to f32; y is rounded to nearest even. */
@@ -82,8 +83,20 @@ typedef enum gdn_state_layout {
 
 typedef enum gdn_backend {
     GDN_BACKEND_CPU = 0, /* every pointer is host memory */
-    GDN_BACKEND_CUDA = 1 /* every pointer is device memory of the current CUDA device; runs on `cuda_stream` */
+    GDN_BACKEND_CUDA = 1 /* every pointer is device memory of the current CUDA device; runs on `stream` */
 } gdn_backend;
+
+/* An engine's own CPU threads. The library's parallel work is a set of independent items; a runner given in the
+ * args runs them instead of the library's pool: parallel_for(user, n, fn, task) must call fn(task, i, worker)
+ * once for every i in [0, n), from any of its threads, with `worker` in [0, workers) and no two concurrent calls
+ * sharing a worker id, and return when all have returned. The results are bitwise the same as on the pool at
+ * any thread count. */
+typedef void (*gdn_task_fn)(void *task, int64_t item, int worker);
+typedef struct gdn_cpu_runner {
+    void (*parallel_for)(void *user, int64_t n, gdn_task_fn fn, void *task);
+    void *user;
+    int workers; /* the most worker ids the runner uses (>= 1): the library keeps scratch for that many */
+} gdn_cpu_runner;
 
 /* The arguments of one call. Zero-initialize, then fill in: fields left zero take their documented default. */
 typedef struct gdn_delta_args {
@@ -102,9 +115,12 @@ typedef struct gdn_delta_args {
     float *state_out;             /* NULL: the final state is not written. May equal state_in (in place) */
     float scale;                  /* multiplies the readout; 0 is taken literally (use 1 for none) */
     gdn_backend backend;
-    void *cuda_stream;            /* cudaStream_t for GDN_BACKEND_CUDA; NULL is the default stream */
-    const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name() */
-    int threads;                  /* CPU: at most this many threads; 0: the whole pool */
+    void *stream;                 /* the backend's stream (CUDA: a cudaStream_t); NULL: its default stream */
+    const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name(), optionally
+                                   * with one of its variants: "name:variant" (gdn_kernel_variant_name) */
+    int threads;                  /* CPU: at most this many pool threads; 0: the whole pool (ignored with a runner) */
+    const gdn_cpu_runner *cpu_runner; /* CPU: NULL runs on the library's pool; else on the engine's threads */
+    uint64_t reserved[8];         /* must be zero: room for fields of later versions */
 } gdn_delta_args;
 
 /* Runs the recurrence over the window. CPU calls return when done; CUDA calls are asynchronous on the
@@ -123,13 +139,22 @@ gdn_backend gdn_kernel_backend(int index);
 /* 1 if the kernel can run these arguments on this machine, else 0. */
 int gdn_kernel_eligible(int index, const gdn_delta_args *args);
 
+/* The kernel's named variants (tests and benchmarks force them as "name:variant"): 0 .. count - 1. */
+int gdn_kernel_variant_count(int index);
+const char *gdn_kernel_variant_name(int index, int variant);
+
 /* A short English sentence for a status. Never NULL. */
 const char *gdn_status_str(gdn_status status);
+
+/* What the calling thread's last failed call found, naming the argument: for example
+ * "gdn_delta: args->Dv = 0: must be at least 1". Empty after a call that returned GDN_OK. Never NULL; valid
+ * until the thread's next call into the library. */
+const char *gdn_last_error(void);
 
 /* Number of threads in the CPU pool: GDN_THREADS if set (read once), else the number of online cores. */
 int gdn_cpu_threads(void);
 
-/* How the environment switches were read (GDN_THREADS, GDN_PACKED, GDN_CHECK_POINTERS), a line each: the raw
+/* How the environment switches were read (GDN_THREADS, GDN_PACKED, GDN_CHECK_POINTERS, GDN_CUDA_PDL), a line each: the raw
  * value and its effect, or that it was not understood and the default applies. A static string; never NULL. */
 const char *gdn_env_report(void);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gdn_internal.h"
+#include "gdn_testing.h"
 #include "gdn_tool.h"
 
 enum { HK = 16, HV = 32, D = 128, MAX_SLOTS = 256, MAX_KERNELS = 32 };

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/checked.h"
-#include "gdn_internal.h"
+#include "gdn_testing.h"
 #include "gdn_tool.h"
 
 /* splitmix64: uniform in [0, 1) and standard normal (Box-Muller, two per draw). */

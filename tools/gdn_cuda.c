@@ -101,7 +101,7 @@ static gdn_delta_args slot_args(const tool_case *c, const dev_slot *s, const flo
     a.state_in = s->state;
     a.state_out = s->state;
     a.backend = GDN_BACKEND_CUDA;
-    a.cuda_stream = stream;
+    a.stream = stream;
     a.kernel = name;
     return a;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gdn.h"
+
 #if defined(__CUDACC__)
 #define GDN_HD static __host__ __device__ __forceinline__
 #else
@@ -144,6 +146,31 @@ GDN_HD float gdn_rsqrtf(float x) {
 /* The decay g of GDN_GATE_RAW: exp(-exp(A_log) * softplus(a + dt_bias)). */
 GDN_HD float gdn_raw_gate(float a, float A_log, float dt_bias) {
     return gdn_expf(-(gdn_expf(A_log) * gdn_softplusf(a + dt_bias)));
+}
+
+/* ---- tensor elements of a dtype ---- */
+
+/* Element idx of a q/k/v tensor, exactly as f32. */
+GDN_HD float gdn__load(const void *base, gdn_dtype dtype, int64_t idx) {
+    switch (dtype) {
+    case GDN_F16: return gdn__f16_to_f32(((const uint16_t *)base)[idx]);
+    case GDN_BF16: return gdn__bf16_to_f32(((const uint16_t *)base)[idx]);
+    default: return ((const float *)base)[idx];
+    }
+}
+
+/* n consecutive elements from idx, as f32. */
+GDN_HD void gdn__load_row(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = gdn__load(base, dtype, idx + i);
+}
+
+/* Store an f32 into y, rounded to the dtype (nearest even). */
+GDN_HD void gdn__store(void *base, gdn_dtype dtype, int64_t idx, float x) {
+    switch (dtype) {
+    case GDN_F16: ((uint16_t *)base)[idx] = gdn__f32_to_f16(x); break;
+    case GDN_BF16: ((uint16_t *)base)[idx] = gdn__f32_to_bf16(x); break;
+    default: ((float *)base)[idx] = x; break;
+    }
 }
 
 #endif

@@ -44,7 +44,7 @@ int gdn__env_bool(const char *name, int fallback) {
 }
 
 /* One line per switch: its raw value and what the library made of it. */
-static char report[512];
+static char report[768];
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 static void describe(char *out, size_t n, const char *name, const char *effect, int understood) {
@@ -56,7 +56,7 @@ static void describe(char *out, size_t n, const char *name, const char *effect, 
 }
 
 static void build_report(void) {
-    char line[3][160];
+    char line[4][160];
     const int threads = gdn_cpu_threads();
     char effect[64];
     snprintf(effect, sizeof effect, "a pool of %d CPU threads", threads);
@@ -68,7 +68,10 @@ static void build_report(void) {
     const int c_ok = !getenv("GDN_CHECK_POINTERS") || gdn__env_bool("GDN_CHECK_POINTERS", -1) != -1;
     describe(line[2], sizeof line[2], "GDN_CHECK_POINTERS",
              gdn__check_pointers() ? "CUDA calls check that every pointer is device memory" : "CUDA pointers not checked", c_ok);
-    snprintf(report, sizeof report, "%s%s%s", line[0], line[1], line[2]);
+    const int pdl = gdn__env_bool("GDN_CUDA_PDL", 1), d_ok = !getenv("GDN_CUDA_PDL") || gdn__env_bool("GDN_CUDA_PDL", -1) != -1;
+    describe(line[3], sizeof line[3], "GDN_CUDA_PDL",
+             pdl ? "CUDA kernels launch with programmatic dependent launch" : "CUDA kernels launch plainly", d_ok);
+    snprintf(report, sizeof report, "%s%s%s%s", line[0], line[1], line[2], line[3]);
 }
 
 const char *gdn_env_report(void) {

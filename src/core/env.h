@@ -9,9 +9,17 @@
 
 #define GDN_THREADS_MAX 256 /* the largest CPU pool */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The value of integer switch `name` in [lo, hi], or `fallback` when unset or not understood. */
 int64_t gdn__env_int(const char *name, int64_t lo, int64_t hi, int64_t fallback);
 /* The value of boolean switch `name` (1 or 0), or `fallback` when unset or not understood. */
 int gdn__env_bool(const char *name, int fallback);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -25,7 +25,7 @@ typedef struct pool {
     uint64_t start_generation; /* the generation when the workers were started: their first job comes after it */
     int participants;          /* workers 1 .. participants-1 take part in this job */
     int finished;
-    gdn__item_fn fn;
+    gdn_task_fn fn;
     void *ctx;
     int64_t n_items;
     atomic_llong next;
@@ -116,7 +116,13 @@ int gdn_cpu_threads(void) {
     return the_pool.size;
 }
 
-void gdn__parallel_for(int64_t n_items, int threads, gdn__item_fn fn, void *ctx) {
+void gdn__parallel_for(const gdn__problem *p, int64_t n_items, gdn_task_fn fn, void *ctx) {
+    const gdn_cpu_runner *runner = p->a.cpu_runner;
+    if (runner) {
+        runner->parallel_for(runner->user, n_items, fn, ctx);
+        return;
+    }
+    int threads = p->threads;
     if (threads > gdn_cpu_threads()) threads = the_pool.size;
     if (threads > n_items) threads = (int)n_items;
     if (threads <= 1 || pthread_mutex_trylock(&the_pool.busy) != 0) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <type_traits>
 
+#include "core/env.h"
 #include "gdn_internal.h"
 
 #define GDN_FULL_MASK 0xffffffffu
@@ -411,8 +412,7 @@ static inline int gdn_cuda_pdl_enabled(void) {
     static int on = -1; /* -1: not read yet */
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("GDN_CUDA_PDL");
-        v = !(e && e[0] == '0' && e[1] == 0);
+        v = gdn__env_bool("GDN_CUDA_PDL", 1);
         __atomic_store_n(&on, v, __ATOMIC_RELAXED);
     }
     return v;

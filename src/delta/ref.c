@@ -4,6 +4,7 @@
 
 #include "core/checked.h"
 #include "gdn_internal.h"
+#include "gdn_testing.h"
 
 /* Per-thread scratch of ref: the state of one (b, h) as Dv columns of Dk keys, and one token's vectors. */
 typedef struct ref_scratch {
@@ -74,7 +75,13 @@ REF_CLONES static void ref_head(void *ctx, int64_t item, int worker) {
             for (int64_t i = 0; i < Dk; ++i) a->state_out[gdn__state_index(a, b, h, i, j)] = w->S[j * Dk + i];
 }
 
-gdn_status gdn__delta_ref(const gdn__problem *p) {
+/* Any arguments that validate. */
+int gdn__delta_ref_eligible(const gdn__problem *p) { return p != NULL; }
+int gdn__delta_ref_routed(const gdn__problem *p) { return p != NULL; }
+const gdn__variant gdn__delta_ref_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+gdn_status gdn__delta_ref(const gdn__problem *p, const gdn__variant *v) {
+    (void)v; /* no variants */
     const int64_t Dk = p->a.Dk, Dv = p->a.Dv;
     const int workers = p->threads;
     /* per worker: S [Dv][Dk], q, k, gk [Dk], v [Dv] floats; a workspace that cannot be counted cannot be had */
@@ -94,7 +101,7 @@ gdn_status gdn__delta_ref(const gdn__problem *p) {
                                    base + Dk * Dv + 3 * Dk};
     }
     ref_job job = {p, scratch};
-    gdn__parallel_for(p->a.B * p->a.Hv, workers, ref_head, &job);
+    gdn__parallel_for(p, p->a.B * p->a.Hv, ref_head, &job);
     free(arena);
     free(scratch);
     return GDN_OK;
@@ -113,6 +120,12 @@ static double oracle_gate(const gdn_delta_args *a, int64_t b, int64_t t, int64_t
     }
     default: return x;
     }
+}
+
+gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out) {
+    gdn__problem p;
+    const gdn_status s = gdn__validate(args, &p);
+    return s != GDN_OK ? s : gdn__delta_oracle(&p, y, state_out);
 }
 
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out) {

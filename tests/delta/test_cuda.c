@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gdn_internal.h"
+#include "gdn_testing.h"
 #include "harness.h"
 
 #ifdef GDN_HAVE_CUDA
@@ -126,15 +126,15 @@ TEST(cuda_without_device_writes_nothing) {
     if (!y || !st) return;
     memset(y, 0xab, h.n_v * 4);
     memset(st, 0xcd, h.n_state * 4);
-    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_window"};
-    for (int i = 0; i < 6; ++i) {
+    const char *kernels[] = {NULL, "cuda_generic", "cuda_packed", "cuda_decode", "cuda_rowsplit", "cuda_window",
+                             "cuda_rowsplit:warps8"};
+    for (int i = 0; i < 7; ++i) {
         gdn_delta_args a = problem_args(&h, h.q, h.k, h.v, y, h.gate, h.beta, h.A_log, h.dt_bias, h.mask, h.state_in, st);
         a.backend = GDN_BACKEND_CUDA;
         a.kernel = kernels[i];
         CHECK(gdn_delta(&a) == GDN_ERR_NO_DEVICE, "kernel %s", kernels[i] ? kernels[i] : "(routed)");
         const char *name = NULL;
         CHECK(gdn_route(&a, &name) == GDN_ERR_NO_DEVICE && name == NULL);
-        if (kernels[i]) CHECK(gdn__cuda_run_variant(&a, kernels[i], 0) == GDN_ERR_NO_DEVICE);
     }
     int clean = 1;
     for (size_t i = 0; i < h.n_v * 4; ++i) clean &= ((unsigned char *)y)[i] == 0xab;
@@ -200,28 +200,24 @@ static void dev_free(dev_problem *d) {
 }
 
 /* One kernel run on the device; returns 1 when y and the final state equal ref's bytes. */
-static int run_and_compare(const host_problem *h, dev_problem *d, const char *kernel, int variant, cudaStream_t stream,
+static int run_and_compare(const host_problem *h, dev_problem *d, const char *kernel, cudaStream_t stream,
                            const void *y_ref, const float *state_ref, void *y_got, float *state_got) {
     const cuda_case *c = &h->c;
     gdn_delta_args a = problem_args(h, d->q, d->k, d->v, d->y, d->gate, d->beta, d->A_log, d->dt_bias, d->mask,
                                     d->state_in, d->state_out);
     a.backend = GDN_BACKEND_CUDA;
-    a.cuda_stream = stream;
+    a.stream = stream;
     if (cudaMemset(d->y, 0xff, h->n_v * h->ds) != cudaSuccess || cudaMemset(d->state_out, 0xff, h->n_state * 4) != cudaSuccess)
         return 0;
     if (c->state_mode == 2 && cudaMemcpy(d->state_out, h->state_in, h->n_state * 4, cudaMemcpyHostToDevice) != cudaSuccess)
         return 0;
-    gdn_status s;
-    if (kernel) {
-        s = gdn__cuda_run_variant(&a, kernel, variant);
-    } else {
-        s = gdn_delta(&a);
-    }
+    a.kernel = kernel; /* NULL: routed; "name" or "name:variant" */
+    const gdn_status s = gdn_delta(&a);
     if (s == GDN_ERR_INELIGIBLE) return -1;
     const cudaError_t e = cudaStreamSynchronize(stream);
     char name[256];
     case_name(c, name, sizeof name);
-    CHECK(s == GDN_OK && e == cudaSuccess, "%s v%d: status %d, cuda %d: %s", kernel ? kernel : "(routed)", variant, s, e, name);
+    CHECK(s == GDN_OK && e == cudaSuccess, "%s: status %d, cuda %d: %s", kernel ? kernel : "(routed)", s, e, name);
     if (s != GDN_OK || e != cudaSuccess) return 0;
     if (cudaMemcpy(y_got, d->y, h->n_v * h->ds, cudaMemcpyDeviceToHost) != cudaSuccess ||
         cudaMemcpy(state_got, d->state_out, h->n_state * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
@@ -237,8 +233,8 @@ static int run_and_compare(const host_problem *h, dev_problem *d, const char *ke
         size_t first = 0;
         if (!y_ok)
             while (memcmp((char *)y_got + first * h->ds, (const char *)y_ref + first * h->ds, h->ds) == 0) ++first;
-        fprintf(stderr, "    %s v%d mismatch (y %s, state %s; first y index %zu): %s\n", kernel ? kernel : "(routed)",
-                variant, y_ok ? "ok" : "DIFF", st_ok ? "ok" : "DIFF", first, name);
+        fprintf(stderr, "    %s mismatch (y %s, state %s; first y index %zu): %s\n", kernel ? kernel : "(routed)",
+                y_ok ? "ok" : "DIFF", st_ok ? "ok" : "DIFF", first, name);
     }
     CHECK(y_ok && st_ok);
     return y_ok && st_ok;
@@ -258,23 +254,16 @@ static void check_case(const cuda_case *c, uint64_t seed, cudaStream_t stream, i
     a.kernel = "ref";
     CHECK(gdn_delta(&a) == GDN_OK);
     if (dev_init(&d, &h)) {
-        static const struct { const char *kernel; int variant; } runs_list[] = {
-            {NULL, 0}, {"cuda_generic", 0}, {"cuda_decode", 1}, {"cuda_decode", 2}, {"cuda_decode", 4}, {"cuda_decode", 8}, {"cuda_decode", 32},
-            {"cuda_decode", 102}, {"cuda_decode", 104}, {"cuda_decode", 232}, {"cuda_decode", 332}, {"cuda_decode", 432},
-            {"cuda_decode", 532},
-            {"cuda_packed", 0}, {"cuda_packed", 1}, {"cuda_packed", 2}, {"cuda_packed", 5}, {"cuda_packed", 6}, {"cuda_packed", 8},
-            {"cuda_window", 0}, {"cuda_rowsplit", 4}, {"cuda_rowsplit", 8},
-            {"cuda_rowsplit", 16}};
-        const int n_runs = (int)(sizeof runs_list / sizeof runs_list[0]);
-        /* packed variants beyond 2 exist for Dk = 128 only; decode with 1, 2 or 4 columns too; a rowsplit width that is not
-         * built for the case's Dk answers GDN_ERR_INELIGIBLE and is skipped */
-        for (int i = 0; i < n_runs; ++i) {
-            if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_packed") == 0 && runs_list[i].variant > 2 && c->Dk != 128)
-                continue;
-            if (runs_list[i].kernel && strcmp(runs_list[i].kernel, "cuda_decode") == 0 && runs_list[i].variant <= 4 && c->Dk != 128)
-                continue;
-            if (run_and_compare(&h, &d, runs_list[i].kernel, runs_list[i].variant, stream, y_ref, st_ref, y_got, st_got) > 0)
-                ++*runs;
+        /* the router's choice, then every CUDA kernel of the list as routed and at each of its named variants; a
+         * variant not built for the case's shape answers GDN_ERR_INELIGIBLE and is skipped */
+        if (run_and_compare(&h, &d, NULL, stream, y_ref, st_ref, y_got, st_got) > 0) ++*runs;
+        for (int k = 0; k < gdn_kernel_count(); ++k) {
+            if (gdn_kernel_backend(k) != GDN_BACKEND_CUDA) continue;
+            for (int v = -1; v < gdn_kernel_variant_count(k); ++v) {
+                char spec[96];
+                snprintf(spec, sizeof spec, "%s%s%s", gdn_kernel_name(k), v < 0 ? "" : ":", v < 0 ? "" : gdn_kernel_variant_name(k, v));
+                if (run_and_compare(&h, &d, spec, stream, y_ref, st_ref, y_got, st_got) > 0) ++*runs;
+            }
         }
     } else {
         CHECK(0, "device allocation or copy failed");
@@ -378,7 +367,7 @@ TEST(cuda_kernels_bitwise_vs_ref) {
         if ((double)c.B * (double)c.T * (double)c.Hv * (double)c.Dk * (double)c.Dv > max_cost) continue;
         filtered_case(&f, &c, seed, stream, &runs, &cases);
     }
-    /* the streamed decode at every T it takes (1 .. 8), with enough items per block (variant 232: 8 blocks) to refill
+    /* the streamed decode at every T it takes (1 .. 8), with enough items per block (stream_blocks8: 8 blocks) to refill
      * its gate table and wrap its ring; every Dk, gate kind, dtype, layout and state mode, masks */
     static const int64_t sd_dk[] = {32, 64, 128, 256};
     for (int i = 0; i < 16; ++i) {

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "gdn_case.h"
-#include "gdn_internal.h"
+#include "gdn_testing.h"
 #include "harness.h"
 
 #ifdef GDN_HAVE_CUDA
@@ -34,44 +34,43 @@
 typedef struct stream_case {
     case_cfg cfg;
     case_state_mode mode;
-    const char *kernel; /* NULL: the router */
-    int variant;        /* 0: gdn_delta with `kernel`; else gdn__cuda_run_variant(kernel, variant) */
+    const char *kernel; /* NULL: the router; "name" or "name:variant" */
 } stream_case;
 
 #define R CASE_REALISTIC
 static const stream_case cases[] = {
     /* B T Hk Hv Dk Dv, dtype, gate, beta, layout, mask, state_in, inputs, seed */
-    {{8, 1, 4, 8, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 11}, CASE_STATE_IN_PLACE, NULL, 0},
-    {{4, 3, 2, 4, 64, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 12}, CASE_STATE_SEPARATE, "cuda_decode", 0},
-    {{2, 4, 2, 4, 128, 32, GDN_F16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 13}, CASE_STATE_SEPARATE, "cuda_decode", 4},
+    {{8, 1, 4, 8, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 11}, CASE_STATE_IN_PLACE, NULL},
+    {{4, 3, 2, 4, 64, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 12}, CASE_STATE_SEPARATE, "cuda_decode"},
+    {{2, 4, 2, 4, 128, 32, GDN_F16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 13}, CASE_STATE_SEPARATE, "cuda_decode:warp4"},
     /* the chained window of cuda_streams_one_thread: B = 1, state separate */
-    {{1, 257, 2, 4, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 14}, CASE_STATE_SEPARATE, NULL, 0},
-    {{2, 20, 2, 4, 128, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 15}, CASE_STATE_SEPARATE, NULL, 0},
-    {{2, 64, 1, 2, 256, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 16}, CASE_STATE_IN_PLACE, "cuda_rowsplit", 16},
-    {{3, 130, 2, 2, 64, 32, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 17}, CASE_STATE_OUT_NULL, "cuda_rowsplit", 8},
-    {{2, 100, 2, 4, 128, 64, GDN_F32, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 18}, CASE_STATE_SEPARATE, "cuda_packed", 0},
-    {{1, 9, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 19}, CASE_STATE_SEPARATE, "cuda_packed", 0},
-    {{1, 513, 1, 2, 64, 16, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 0, 1, R, 20}, CASE_STATE_IN_PLACE, "cuda_packed", 2},
-    {{4, 33, 2, 6, 32, 8, GDN_F16, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 21}, CASE_STATE_SEPARATE, "cuda_packed", 0},
-    {{1, 700, 1, 2, 128, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 22}, CASE_STATE_SEPARATE, "cuda_packed", 5},
-    {{2, 17, 1, 3, 100, 33, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 23}, CASE_STATE_SEPARATE, "cuda_generic", 0},
-    {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24}, CASE_STATE_IN_PLACE, NULL, 0},
-    {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25}, CASE_STATE_SEPARATE, "cuda_generic", 0},
-    {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26}, CASE_STATE_SEPARATE, NULL, 0},
+    {{1, 257, 2, 4, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 14}, CASE_STATE_SEPARATE, NULL},
+    {{2, 20, 2, 4, 128, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 15}, CASE_STATE_SEPARATE, NULL},
+    {{2, 64, 1, 2, 256, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 16}, CASE_STATE_IN_PLACE, "cuda_rowsplit:warps16"},
+    {{3, 130, 2, 2, 64, 32, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 17}, CASE_STATE_OUT_NULL, "cuda_rowsplit:warps8"},
+    {{2, 100, 2, 4, 128, 64, GDN_F32, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 18}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 9, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 19}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 513, 1, 2, 64, 16, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 0, 1, R, 20}, CASE_STATE_IN_PLACE, "cuda_packed:l8p2w4"},
+    {{4, 33, 2, 6, 32, 8, GDN_F16, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 21}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 700, 1, 2, 128, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 22}, CASE_STATE_SEPARATE, "cuda_packed:l4p1w2"},
+    {{2, 17, 1, 3, 100, 33, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 23}, CASE_STATE_SEPARATE, "cuda_generic"},
+    {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24}, CASE_STATE_IN_PLACE, NULL},
+    {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25}, CASE_STATE_SEPARATE, "cuda_generic"},
+    {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26}, CASE_STATE_SEPARATE, NULL},
     /* cuda_window: a verify window with the state in place (KV), the vector gate at Dk = 64 (VK) */
-    {{1, 7, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 30}, CASE_STATE_IN_PLACE, "cuda_window", 0},
-    {{2, 8, 2, 4, 64, 32, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 31}, CASE_STATE_SEPARATE, "cuda_window", 0},
+    {{1, 7, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 30}, CASE_STATE_IN_PLACE, "cuda_window"},
+    {{2, 8, 2, 4, 64, 32, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 31}, CASE_STATE_SEPARATE, "cuda_window"},
     /* cuda_decode's warp kernel (Dv not a multiple of 32) and its streamed kernel with a 2-stage ring */
-    {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27}, CASE_STATE_IN_PLACE, "cuda_decode", 0},
-    {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode", 102},
+    {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27}, CASE_STATE_IN_PLACE, "cuda_decode"},
+    {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages2"},
     /* the streamed kernel instance of case 0 (bf16, scalar gate, Dk = 128, VK) with another shared-memory size */
-    {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29}, CASE_STATE_SEPARATE, "cuda_decode", 103},
+    {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages3"},
     /* the streamed kernel warp-specialized (filling warp, mbarrier hand-offs): one token in place (4-stage ring), five
      * tokens with the vector gate (2-stage ring) */
-    {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32}, CASE_STATE_IN_PLACE, "cuda_decode", 432},
-    {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33}, CASE_STATE_SEPARATE, "cuda_decode", 432},
-    /* the same on 8 blocks with pseudo-random pauses at the hand-offs (variant 532), two tokens in place */
-    {{16, 2, 2, 4, 128, 128, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 34}, CASE_STATE_IN_PLACE, "cuda_decode", 532},
+    {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws"},
+    {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33}, CASE_STATE_SEPARATE, "cuda_decode:stream_ws"},
+    /* the same on 8 blocks with pseudo-random pauses at the hand-offs (stream_ws_pauses), two tokens in place */
+    {{16, 2, 2, 4, 128, 128, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 34}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws_pauses"},
 };
 #undef R
 enum { N_CASES = (int)(sizeof cases / sizeof cases[0]), CHAIN_CASE = 3, MAX_THREADS = 16 };
@@ -102,12 +101,11 @@ static void *absent_main(void *arg) {
         const stream_case *sc = &cases[(w->id + rep) % N_CASES];
         gdn_delta_args a = case_args(hc);
         a.y = y, a.state_out = (float *)st, a.backend = GDN_BACKEND_CUDA;
-        a.cuda_stream = (void *)(uintptr_t)(0x1000 + 16 * w->id); /* never a stream: must not be touched */
+        a.stream = (void *)(uintptr_t)(0x1000 + 16 * w->id); /* never a stream: must not be touched */
         a.kernel = sc->kernel;
         const char *name = NULL;
         w->wrong_status += gdn_delta(&a) != GDN_ERR_NO_DEVICE;
         w->wrong_status += gdn_route(&a, &name) != GDN_ERR_NO_DEVICE || name != NULL;
-        if (sc->kernel) w->wrong_status += gdn__cuda_run_variant(&a, sc->kernel, sc->variant) != GDN_ERR_NO_DEVICE;
     }
     for (size_t i = 0; i < y_bytes; ++i) w->wrote += y[i] != 0xab;
     for (size_t i = 0; i < s_bytes; ++i) w->wrote += st[i] != 0xcd;
@@ -253,7 +251,7 @@ static gdn_delta_args dev_args(const stream_case *sc, const gdn_case *hc, const 
     default: a.state_out = o->state; break;
     }
     a.backend = GDN_BACKEND_CUDA;
-    a.cuda_stream = stream;
+    a.stream = stream;
     a.kernel = sc->kernel;
     return a;
 }
@@ -269,7 +267,7 @@ static gdn_status enqueue_case(const stream_case *sc, const host_case *h, const 
         ok = ok && (h->hc.state_in ? cudaMemcpyAsync(o->state, d->state_in, h->s_bytes, cudaMemcpyDeviceToDevice, stream)
                                    : cudaMemsetAsync(o->state, 0, h->s_bytes, stream)) == cudaSuccess;
     gdn_delta_args a = dev_args(sc, &h->hc, d, o, 0, h->hc.cfg.T, stream);
-    const gdn_status s = !ok ? GDN_ERR_DEVICE : sc->variant ? gdn__cuda_run_variant(&a, sc->kernel, sc->variant) : gdn_delta(&a);
+    const gdn_status s = !ok ? GDN_ERR_DEVICE : gdn_delta(&a);
     ok = cudaMemcpyAsync(y_host, o->y, h->y_bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
          cudaMemcpyAsync(s_host, o->state, h->s_bytes, cudaMemcpyDeviceToHost, stream) == cudaSuccess;
     return s != GDN_OK ? s : ok ? GDN_OK : GDN_ERR_DEVICE;
@@ -376,18 +374,18 @@ TEST(cuda_streams_threads) {
     for (int c = 0; c < N_CASES; ++c) {
         const gdn_status s = enqueue_case(&cases[c], &h[c], &w[0].in[c], &w[0].out[c], serial, sr.y[c], sr.s[c]);
         const int synced = cudaStreamSynchronize(serial) == cudaSuccess;
-        CHECK(s == GDN_OK && synced, "case %d (%s v%d) alone: %s", c, kernel_label(&cases[c]), cases[c].variant,
+        CHECK(s == GDN_OK && synced, "case %d (%s) alone: %s", c, kernel_label(&cases[c]),
               gdn_status_str(s));
-        CHECK(same_as(&h[c], sr.y[c], sr.s[c], h[c].y_ref, h[c].s_ref), "case %d (%s v%d) alone differs from ref: %s", c,
-              kernel_label(&cases[c]), cases[c].variant, case_describe(&cases[c].cfg));
+        CHECK(same_as(&h[c], sr.y[c], sr.s[c], h[c].y_ref, h[c].s_ref), "case %d (%s) alone differs from ref: %s", c,
+              kernel_label(&cases[c]), case_describe(&cases[c].cfg));
         for (int i = 0; i < n_threads; ++i) {
             calls += w[i].calls[c];
             bad_calls += w[i].failures[c];
             bad_results += w[i].mismatches[c];
-            CHECK(w[i].failures[c] == 0, "thread %d, case %d (%s v%d): %d of %d calls failed (first status: %s)", i, c,
-                  kernel_label(&cases[c]), cases[c].variant, w[i].failures[c], w[i].calls[c], gdn_status_str(w[i].first_status));
-            CHECK(w[i].mismatches[c] == 0, "thread %d, case %d (%s v%d): %d of %d concurrent results differ from ref: %s", i,
-                  c, kernel_label(&cases[c]), cases[c].variant, w[i].mismatches[c], w[i].calls[c], case_describe(&cases[c].cfg));
+            CHECK(w[i].failures[c] == 0, "thread %d, case %d (%s): %d of %d calls failed (first status: %s)", i, c,
+                  kernel_label(&cases[c]), w[i].failures[c], w[i].calls[c], gdn_status_str(w[i].first_status));
+            CHECK(w[i].mismatches[c] == 0, "thread %d, case %d (%s): %d of %d concurrent results differ from ref: %s", i,
+                  c, kernel_label(&cases[c]), w[i].mismatches[c], w[i].calls[c], case_describe(&cases[c].cfg));
             if (w[i].calls[c] > w[i].failures[c])
                 CHECK(same_as(&h[c], w[i].res.y[c], w[i].res.s[c], sr.y[c], sr.s[c]),
                       "thread %d, case %d: last concurrent result differs from the serial one", i, c);
@@ -483,8 +481,8 @@ TEST(cuda_streams_one_thread) {
     for (int r = 0; r < REPEATS; ++r)
         for (int c = 0; c < N_CASES; ++c) {
             const int good = st[r][c] == GDN_OK && same_as(&h[c], res[r].y[c], res[r].s[c], h[c].y_ref, h[c].s_ref);
-            CHECK(good, "repeat %d, case %d (%s v%d, stream %d): status %s, result %s: %s", r, c, kernel_label(&cases[c]),
-                  cases[c].variant, (c + r) % N_STREAMS, gdn_status_str(st[r][c]), good ? "ok" : "differs from ref",
+            CHECK(good, "repeat %d, case %d (%s, stream %d): status %s, result %s: %s", r, c, kernel_label(&cases[c]),
+                  (c + r) % N_STREAMS, gdn_status_str(st[r][c]), good ? "ok" : "differs from ref",
                   case_describe(&cases[c].cfg));
             calls++, bad += !good;
         }

@@ -684,7 +684,7 @@ static gdn_status blk_run(const gdn__problem *p) {
         return GDN_ERR_OUT_OF_MEMORY;
     job.ws = aligned_alloc(64, (size_t)ws_bytes);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, p->threads, blk_item, &job);
+    gdn__parallel_for(p, a->B * a->Hk / job.nkh * job.groups, blk_item, &job);
     free(job.ws);
     return GDN_OK;
 }

@@ -394,22 +394,25 @@ static void kv_run(const gdn__problem *p) {
     job.heads = a->B * a->Hv;
     const int64_t want = (int64_t)p->threads * KV_ITEMS_PER_THREAD;
     job.items = job.heads < want ? job.heads : want;
-    gdn__parallel_for(job.items, p->threads, kv_item, &job);
+    gdn__parallel_for(p, job.items, kv_item, &job);
 }
 
 /* VK or KV layout, Dk = 128, T <= 2, and the CPU has AVX2 and FMA. */
-int gdn__decode_avx2_eligible(const gdn__problem *p) {
+int gdn__delta_packed_decode_avx2_eligible(const gdn__problem *p) {
     return (p->a.state_layout == GDN_STATE_VK || p->a.state_layout == GDN_STATE_KV) && p->a.Dk == DEC_DK &&
            p->a.T <= DEC_TMAX && gdn__cpu_has_avx2_fma();
 }
+int gdn__delta_packed_decode_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_decode_avx2_eligible(p); }
+const gdn__variant gdn__delta_packed_decode_avx2_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
-gdn_status gdn__delta_decode_avx2(const gdn__problem *p) {
-    if (!gdn__decode_avx2_eligible(p)) return GDN_ERR_INELIGIBLE;
+gdn_status gdn__delta_packed_decode_avx2(const gdn__problem *p, const gdn__variant *v) {
+    (void)v; /* no variants */
+    if (!gdn__delta_packed_decode_avx2_eligible(p)) return GDN_ERR_INELIGIBLE;
     if (p->a.state_layout == GDN_STATE_KV) {
         kv_run(p);
         return GDN_OK;
     }
     dec_job job = {p};
-    gdn__parallel_for(p->a.B * p->a.Hv, p->threads, dec_item, &job);
+    gdn__parallel_for(p, p->a.B * p->a.Hv, dec_item, &job);
     return GDN_OK;
 }

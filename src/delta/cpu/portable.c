@@ -87,4 +87,12 @@ static void portable_transpose8(float *dst, int64_t ds, const float *src, int64_
 #define blk_vstoreu(p, x) portable_store((p), (x))
 #include "delta/cpu/blocked.h"
 
-gdn_status gdn__delta_portable(const gdn__problem *p) { return blk_run(p); }
+/* Dk up to 512 (a block of columns' state on the stack); any machine. */
+int gdn__delta_portable_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK; }
+int gdn__delta_portable_routed(const gdn__problem *p) { return gdn__delta_portable_eligible(p); }
+const gdn__variant gdn__delta_portable_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+gdn_status gdn__delta_portable(const gdn__problem *p, const gdn__variant *v) {
+    (void)v; /* no variants */
+    return blk_run(p);
+}

@@ -11,7 +11,7 @@
  *    (TMA) copies that complete on the stage's "full" mbarrier; each of the 4 computing warps writes its 8 new
  *    columns back into the stage, sends them out as one bulk store, and once the store has read them arrives on the
  *    stage's "empty" mbarrier, which the filling warp waits on before it reuses the stage. No block barrier per
- *    item: B=256 282 -> 269 us on the H200 (docs/GPU_NOTES.md).
+ *    item: B=256 282 -> 269 us on the H200 (docs/kernels/cuda_decode.md).
  *
  * Gates, betas and mask bits come from a table: the block-synchronous loop fills it for up to 128 (item, token) pairs
  * at once, one pair per thread, before it waits for the copies; the filling warp writes a stage's T entries (lane t:
@@ -26,12 +26,12 @@
  * Stage layout: the state as it lies in memory (VK: 32 columns of Dk keys, contiguous; KV: Dk rows of 32 columns,
  * the 16-byte pieces of row i XOR-swizzled by (i / C) mod 8 so the 8 lanes of a load phase hit different banks),
  * then q and k rows [T][Dk], v [T][32] (input dtype), the vector gate rows [T][Dk]. After the ring: the table. */
-#include "cuda/gdn_cuda.cuh"
+#include "delta/cuda/decode_stream.cuh"
 
 #define GDN_DEC_WARPS 4
 #define GDN_DEC_COLS 32 /* columns per item: 4 warps x 8 */
 #define GDN_DEC_NCOL 8
-/* Default ring depths (2 .. 4 on request, bench variants), H200 (docs/GPU_NOTES.md). Warp-specialized, B=256: one or
+/* Default ring depths (2 .. 4 on request, bench variants), H200 (docs/kernels/cuda_decode.md). Warp-specialized, B=256: one or
  * two tokens are memory-bound and want the deepest ring (4 stages, 3 blocks per SM: T=1 269 us against 280-282 with 2
  * or 3, T=2 275 against 291-292); from about four tokens the compute wants more blocks (2 stages, 4 blocks per SM:
  * T=4 79.2 us against 81.9 at B=64, T=7 426 against 457 and 540 at B=256). Block-synchronous the same way: 3 stages
@@ -90,7 +90,7 @@ __device__ __forceinline__ void gdn_bulk_copy(void *dst, const void *src, unsign
                  : "memory");
 }
 
-/* ws == 2 (tests): a pseudo-random pause of up to 4 us in one of four items of a warp, before it takes its next item
+/* ws == 2 (GDN_TESTING builds only): a pseudo-random pause of up to 4 us in one of four items of a warp, before it takes its next item
  * (the filling warp: before it waits for the stage to be empty; a computing warp: once the stage is full), so that
  * the warps meet the mbarriers in orders that plain runs rarely produce. */
 __device__ __forceinline__ void gdn_dec_jitter(unsigned n, unsigned warp) {
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
      * computing warps are done with it */
     uint64_t *full = (uint64_t *)(tab_live + GDN_DEC_TAB), *empty = full + stages;
     const int per_tab = GDN_DEC_TAB / T; /* items per filling of the table */
-    const bool jitter = ws == 2;
+    const bool jitter = GDN_TESTING && ws == 2;
     ws = ws && !KV;
     if (ws && threadIdx.x == 0) {
         for (int sg = 0; sg < stages; ++sg) {
@@ -438,13 +438,13 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
     /* the filling warp pays where a block streams many items (B=256, VK: 282 -> 269 us), and from 3 tokens as soon as a
      * block takes a second item (B=8: T=4 16.0 -> 14.1 us, T=7 21.3 -> 18.4; B=16 T=4 26.0 -> 23.5); at 1 or 2 tokens
      * with few items per block, or with one item per block, the bulk copies' latency loses (B=1 T=1: 3.6 -> 4.2 us;
-     * B=8 T=2 11.9 -> 12.1; B=2 T=7 7.5 -> 8.7): docs/GPU_NOTES.md */
+     * B=8 T=2 11.9 -> 12.1; B=2 T=7 7.5 -> 8.7): docs/kernels/cuda_decode.md */
     if (ws < 0) {
         ws = items >= GDN_DEC_BULK_ITEMS * grid || (a.T >= GDN_DEC_WS_LONG_T && items > grid);
         if (!ws && configure(0) != GDN_OK) return GDN_ERR_DEVICE;
     }
     return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + (ws != 0)) * 32, bytes,
-                          p->a.cuda_stream, a, items, depth, ws);
+                          p->a.stream, a, items, depth, ws);
 }
 
 template <int DT, bool VEC, bool KV>
@@ -473,14 +473,14 @@ int gdn__cuda_decode_stream_eligible(const gdn__problem *p) {
            gdn_grid_fits(a->B * a->Hv * (a->Dv / GDN_DEC_COLS));
 }
 
-/* stages: the ring's depth, 2 .. 4, or 0 for the default; max_blocks: a cap on the grid (0: none; tests use a small
- * one so that every block walks many items); ws (VK): 1 warp-specialized with bulk copies, 2 the same with pseudo-random
- * pauses (tests), 0 block-synchronous with cp.async, -1 chosen by items per block and tokens */
-gdn_status gdn__delta_cuda_decode_stream(const gdn__problem *p, int stages, int max_blocks, int ws) {
-    if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || max_blocks < 0)
+gdn_status gdn__cuda_decode_stream(const gdn__problem *p, int stages, int blocks, int mode) {
+    if (!gdn__cuda_decode_stream_eligible(p) || stages < 0 || stages == 1 || stages > 4 || blocks < 0 ||
+        (mode == GDN__DECODE_WS_PAUSES && !GDN_TESTING))
         return GDN_ERR_INELIGIBLE;
+    /* the kernel's ws: -1 chosen by items per block and tokens, 0 block-synchronous, 1 warp-specialized, 2 with pauses */
+    const int ws = mode == GDN__DECODE_SYNC ? 0 : mode == GDN__DECODE_WS ? 1 : mode == GDN__DECODE_WS_PAUSES ? 2 : -1;
     return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) {
-        return gdn_decode_layout<dt.value, vec.value>(p, stages, max_blocks, ws);
+        return gdn_decode_layout<dt.value, vec.value>(p, stages, blocks, ws);
     });
 }
 

@@ -400,59 +400,56 @@ static gdn_status gdn_launch_packed(const gdn__problem *p) {
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * ((a.Dv + CB - 1) / CB); /* fits (CB >= 8): eligibility */
-    return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
+    return gdn_launch_pdl(gdn_delta_packed_kernel<L, P, C, VEC, W, TILE>, (unsigned)blocks, W * 32, bytes, p->a.stream, a, tc);
 }
 
-/* The variants built, by id: (lanes per column L, columns per lane P, warps per block W[, TILE]) for Dk = 32 C. */
+/* The instances built: (lanes per column L, columns per lane P, warps per block W, TILE) for Dk = 32 C. */
 template <bool VEC>
-static gdn_status gdn_packed_variant(const gdn__problem *p, int variant) {
+static gdn_status gdn_packed_geometry(const gdn__problem *p, int L, int P, int W, int tile) {
+#define GDN_PACKED_IF(l, pp, c, w, t) \
+    if (L == l && P == pp && W == w && tile == t) return gdn_launch_packed<l, pp, c, VEC, w, (t) != 0>(p);
     switch (p->a.Dk) {
-    case 32:
-        return gdn_launch_packed<8, 1, 1, VEC, 4>(p);
-    case 64:
-        switch (variant) {
-        case 1: return gdn_launch_packed<2, 1, 2, VEC, 4>(p);
-        case 2: return gdn_launch_packed<8, 2, 2, VEC, 4>(p);
-        default: return gdn_launch_packed<4, 1, 2, VEC, 4>(p);
-        }
+    case 32: GDN_PACKED_IF(8, 1, 1, 4, 0) break;
+    case 64: GDN_PACKED_IF(4, 1, 2, 4, 0) GDN_PACKED_IF(2, 1, 2, 4, 0) GDN_PACKED_IF(8, 2, 2, 4, 0) break;
     case 128:
-        switch (variant) {
-        case 1: return gdn_launch_packed<8, 1, 4, VEC, 4>(p);
-        case 2: return gdn_launch_packed<8, 2, 4, VEC, 4>(p);
-        case 5: return gdn_launch_packed<4, 1, 4, VEC, 2>(p);
-        case 6: return gdn_launch_packed<4, 1, 4, VEC, 4, true>(p);
-        case 8: return gdn_launch_packed<8, 1, 4, VEC, 8, true>(p);
-        default: return gdn_launch_packed<4, 1, 4, VEC, 4>(p);
-        }
-    default:
-        switch (variant) {
-        case 2: return gdn_launch_packed<16, 2, 8, VEC, 4>(p);
-        default: return gdn_launch_packed<8, 1, 8, VEC, 4>(p);
-        }
+        GDN_PACKED_IF(4, 1, 4, 4, 0) GDN_PACKED_IF(8, 1, 4, 4, 0) GDN_PACKED_IF(8, 2, 4, 4, 0)
+        GDN_PACKED_IF(4, 1, 4, 2, 0) GDN_PACKED_IF(4, 1, 4, 4, 1) GDN_PACKED_IF(8, 1, 4, 8, 1) break;
+    default: GDN_PACKED_IF(8, 1, 8, 4, 0) GDN_PACKED_IF(16, 2, 8, 4, 0) break;
     }
+#undef GDN_PACKED_IF
+    return GDN_ERR_INELIGIBLE; /* not built for this Dk */
 }
 
 extern "C" {
 
 /* Dk a power of two from 32 to 256, Dv % 8 == 0 (16-byte rows of v), 16-byte aligned q, k, v, vector gate and
  * state, a grid of blocks of 8 columns or more. Any B, T, heads, dtype, gate, beta, mask, layout. */
-int gdn__cuda_packed_eligible(const gdn__problem *p) {
+int gdn__delta_cuda_packed_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_grid_fits(a->B * a->Hv * (a->Dv / 8));
 }
 
-gdn_status gdn__delta_cuda_packed_variant(const gdn__problem *p, int variant) {
-    if (!gdn__cuda_packed_eligible(p)) return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_packed_variant<true>(p, variant) : gdn_packed_variant<false>(p, variant);
-}
+int gdn__delta_cuda_packed_routed(const gdn__problem *p) { return gdn__delta_cuda_packed_eligible(p); }
 
-/* VK windows up to 64 tokens at Dk = 128 through the tile variant 8 (H200, B=1: T=16 7.8 against 10.1 us, T=64 19.2
- * against 20.1 us; from T=257 variant 0 wins, 62.2 against 65.0 us; bench/results/h200_bench.json). */
-gdn_status gdn__delta_cuda_packed(const gdn__problem *p) {
-    const int tile = p->a.Dk == 128 && p->a.state_layout == GDN_STATE_VK && p->a.T <= 64;
-    return gdn__delta_cuda_packed_variant(p, tile ? 8 : 0);
+/* lanes L per column, P columns per lane, W warps per block, the state through a tile; each is built for some Dk
+ * (gdn_packed_geometry) and ineligible at the others */
+const gdn__variant gdn__delta_cuda_packed_variants[] = {
+    {"l2p1w4", 2, 1, 4, 0, 0, 0, 0},      {"l4p1w2", 4, 1, 2, 0, 0, 0, 0},  {"l4p1w4", 4, 1, 4, 0, 0, 0, 0},
+    {"l4p1w4_tile", 4, 1, 4, 0, 0, 0, 1}, {"l8p1w4", 8, 1, 4, 0, 0, 0, 0},  {"l8p1w8_tile", 8, 1, 8, 0, 0, 0, 1},
+    {"l8p2w4", 8, 2, 4, 0, 0, 0, 0},      {"l16p2w4", 16, 2, 4, 0, 0, 0, 0}, {NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+/* Routed: VK windows up to 64 tokens at Dk = 128 through the tile (l8p1w8_tile; H200, B=1: T=16 7.8 against 10.1
+ * us, T=64 19.2 against 20.1 us; from T=257 l4p1w4 wins, 62.2 against 65.0 us; bench/results/h200.json); else 4
+ * lanes per column (8 at Dk = 32 and 256). */
+gdn_status gdn__delta_cuda_packed(const gdn__problem *p, const gdn__variant *v) {
+    if (!gdn__delta_cuda_packed_eligible(p)) return GDN_ERR_INELIGIBLE;
+    gdn__variant g = {NULL, p->a.Dk == 32 || p->a.Dk == 256 ? 8 : 4, 1, 4, 0, 0, 0, 0};
+    if (v) g = *v;
+    else if (p->a.Dk == 128 && p->a.state_layout == GDN_STATE_VK && p->a.T <= 64) g.lanes = 8, g.warps = 8, g.tile = 1;
+    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_packed_geometry<true>(p, g.lanes, g.cols, g.warps, g.tile)
+                                             : gdn_packed_geometry<false>(p, g.lanes, g.cols, g.warps, g.tile);
 }
 
 } /* extern "C" */

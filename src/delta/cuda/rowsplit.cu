@@ -320,31 +320,31 @@ static gdn_status gdn_launch_rowsplit(const gdn__problem *p) {
     if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_rowsplit_kernel<C, W, VEC>, &smem_ok) != GDN_OK)
         return GDN_ERR_DEVICE;
     const int64_t blocks = a.B * a.Hv * (a.Dv / 32); /* fits: eligibility */
-    return gdn_launch_pdl(gdn_delta_rowsplit_kernel<C, W, VEC>, (unsigned)blocks, W * 32, bytes, p->a.cuda_stream, a, tc);
+    return gdn_launch_pdl(gdn_delta_rowsplit_kernel<C, W, VEC>, (unsigned)blocks, W * 32, bytes, p->a.stream, a, tc);
 }
 
-/* The variants built, by warps per block W (rows per thread R = Dk/W); 0 = the routed one. Dk = 128, measured on
- * the H200 (docs/GPU_NOTES.md): W = 4 is fastest from T = 64 on in both layouts and at T = 7 in VK, W = 8 at T = 7
+/* The instances built, by warps per block W (rows per thread R = Dk/W); 0 = the routed one. Dk = 128, measured on
+ * the H200 (docs/kernels/cuda_rowsplit.md): W = 4 is fastest from T = 64 on in both layouts and at T = 7 in VK, W = 8 at T = 7
  * in KV (6.35 vs 6.84 us). Dk = 64 and 256 (not timed): W = 4 and 8, R = 16 and 32 rows. */
 template <bool VEC>
-static gdn_status gdn_rowsplit_variant(const gdn__problem *p, int variant) {
-    if (variant == 0 && p->a.Dk == 128) variant = p->a.T < 32 && p->a.state_layout == GDN_STATE_KV ? 8 : 4;
+static gdn_status gdn_rowsplit_warps(const gdn__problem *p, int warps) {
+    if (warps == 0 && p->a.Dk == 128) warps = p->a.T < 32 && p->a.state_layout == GDN_STATE_KV ? 8 : 4;
     switch (p->a.Dk) {
     case 64:
-        switch (variant) {
+        switch (warps) {
         case 0: case 4: return gdn_launch_rowsplit<2, 4, VEC>(p);
         case 8: return gdn_launch_rowsplit<2, 8, VEC>(p);
         default: return GDN_ERR_INELIGIBLE;
         }
     case 128:
-        switch (variant) {
+        switch (warps) {
         case 4: return gdn_launch_rowsplit<4, 4, VEC>(p);
         case 8: return gdn_launch_rowsplit<4, 8, VEC>(p);
         case 16: return gdn_launch_rowsplit<4, 16, VEC>(p);
         default: return GDN_ERR_INELIGIBLE;
         }
     default:
-        switch (variant) {
+        switch (warps) {
         case 0: case 8: return gdn_launch_rowsplit<8, 8, VEC>(p);
         case 16: return gdn_launch_rowsplit<8, 16, VEC>(p);
         default: return GDN_ERR_INELIGIBLE;
@@ -356,18 +356,27 @@ extern "C" {
 
 /* Dk in {64, 128, 256}, Dv % 32 == 0 (whole warps of columns), 16-byte aligned q, k, v, vector gate and state.
  * Any B, T, heads, dtype, gate, beta, mask, layout. */
-int gdn__cuda_rowsplit_eligible(const gdn__problem *p) {
+int gdn__delta_cuda_rowsplit_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);
     return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 32 == 0 && aligned && gdn_grid_fits(a->B * a->Hv * (a->Dv / 32));
 }
 
-gdn_status gdn__delta_cuda_rowsplit_variant(const gdn__problem *p, int variant) {
-    if (!gdn__cuda_rowsplit_eligible(p)) return GDN_ERR_INELIGIBLE;
-    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_rowsplit_variant<true>(p, variant) : gdn_rowsplit_variant<false>(p, variant);
-}
+/* Windows of 16 tokens and more go to cuda_packed, faster there (H200, B=1, KV: T=64 17.2 vs 20.8 us, T=2048 433 vs
+ * 561 us); below, rowsplit beats packed (T=7: 5.78 vs 6.02 us) where cuda_window is not routed (more sequences than
+ * one wave of its blocks, T > 8). bench/results/h200.json. */
+int gdn__delta_cuda_rowsplit_routed(const gdn__problem *p) { return p->a.T < 16 && gdn__delta_cuda_rowsplit_eligible(p); }
 
-gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p) { return gdn__delta_cuda_rowsplit_variant(p, 0); }
+/* warps per block; a width not built for the call's Dk is ineligible */
+const gdn__variant gdn__delta_cuda_rowsplit_variants[] = {
+    {"warps4", 0, 0, 4, 0, 0, 0, 0}, {"warps8", 0, 0, 8, 0, 0, 0, 0}, {"warps16", 0, 0, 16, 0, 0, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+gdn_status gdn__delta_cuda_rowsplit(const gdn__problem *p, const gdn__variant *v) {
+    if (!gdn__delta_cuda_rowsplit_eligible(p)) return GDN_ERR_INELIGIBLE;
+    const int warps = v ? v->warps : 0;
+    return p->a.gate_kind == GDN_GATE_VECTOR ? gdn_rowsplit_warps<true>(p, warps) : gdn_rowsplit_warps<false>(p, warps);
+}
 
 } /* extern "C" */

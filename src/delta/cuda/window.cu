@@ -190,8 +190,8 @@ static gdn_status gdn_launch_window(const gdn__problem *p) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     const int64_t blocks = a.B * a.Hv * (a.Dv / GDN_WIN_COLS); /* fits: eligibility */
     if (a.layout == GDN_STATE_KV)
-        return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, true>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.cuda_stream, a);
-    return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, false>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.cuda_stream, a);
+        return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, true>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.stream, a);
+    return gdn_launch_pdl(gdn_delta_window_kernel<DT, VEC, C, false>, (unsigned)blocks, GDN_WIN_WARPS * 32, 0, p->a.stream, a);
 }
 
 template <int DT, bool VEC>
@@ -202,7 +202,7 @@ static gdn_status gdn_window_dk(const gdn__problem *p) {
 extern "C" {
 
 /* Dk 64 or 128, Dv % 32 == 0, T <= 8, q, k, vector gate and state 16-byte aligned (y and v: any). */
-int gdn__cuda_window_eligible(const gdn__problem *p) {
+int gdn__delta_cuda_window_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && (a->gate_kind != GDN_GATE_VECTOR || gdn_aligned16(a->gate)) &&
                         gdn_aligned16(a->state_in) && gdn_aligned16(a->state_out);
@@ -212,14 +212,17 @@ int gdn__cuda_window_eligible(const gdn__problem *p) {
 
 /* Routed where its blocks fit in one wave (B Hv Dv / 32 <= SMs: B=1 at the model's heads): there it beats every other
  * kernel at T = 1 .. 8 in both layouts (H200, B=1, T=7: KV 5.24 against rowsplit's 5.53 us, VK 4.75 against the
- * streamed decode's 6.21; bench/results/h200_window.json). With more blocks the streamed decode overlaps items and
+ * streamed decode's 6.21; docs/kernels/cuda_window.md). With more blocks the streamed decode overlaps items and
  * wins (B=8, T=7, KV: 23.9 against 25.6 us). */
-int gdn__cuda_window_routed(const gdn__problem *p) {
-    return gdn__cuda_window_eligible(p) && gdn_cuda_items32_in_one_wave(p);
+int gdn__delta_cuda_window_routed(const gdn__problem *p) {
+    return gdn__delta_cuda_window_eligible(p) && gdn_cuda_items32_in_one_wave(p);
 }
 
-/* p eligible (the router, a named call and gdn__cuda_run_variant check it) */
-gdn_status gdn__delta_cuda_window(const gdn__problem *p) {
+const gdn__variant gdn__delta_cuda_window_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+/* p eligible (the router and a named call check it); no variants */
+gdn_status gdn__delta_cuda_window(const gdn__problem *p, const gdn__variant *v) {
+    (void)v;
     return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_window_dk<dt.value, vec.value>(p); });
 }
 

@@ -1,4 +1,4 @@
-/* cuda_generic and cuda_decode: one warp per (sequence b, value head h, NCOL value columns j0 .. j0+NCOL-1).
+/* The warp kernel of cuda_generic (generic.cu) and cuda_decode (decode.cu): one warp per (sequence b, value head h, NCOL value columns j0 .. j0+NCOL-1).
  *
  * Lane l is the contract's lane l: it keeps S[l*c .. l*c+c-1][j] (c = ceil(Dk/32), clipped to Dk) of each of
  * its NCOL columns in registers for the whole window. Per token:
@@ -14,10 +14,12 @@
  *               NCOL = 8 (4 for Dk = 256; 2 for one VK token over few items at Dk = 128; 1 or 4 on request), Dk = 32 CM exactly, Dv % 8 == 0, 16-byte aligned tensors: the state moves in
  *               16-byte coalesced loads (VK: a column's Dk keys; KV: NCOL adjacent columns of a key row), all of
  *               a warp's loads in flight before the first use. For T = 1 or a few tokens and many sequences. */
+#ifndef GDN_DELTA_CUDA_WARP_CUH
+#define GDN_DELTA_CUDA_WARP_CUH
+
 #include "cuda/gdn_cuda.cuh"
 
 #define GDN_WARP_BLOCK 128
-#define GDN_DECODE_TMAX 4
 
 /* One token's inputs as lane l sees them: its chunk of k, q (and the vector gate's row), and v of the NCOL
  * columns. */
@@ -182,102 +184,14 @@ static gdn_status gdn_launch_warp(const gdn__problem *p) {
     const int64_t groups = (a.Dv + NCOL - 1) / NCOL, col_blocks = (groups + GDN_WARP_BLOCK / 32 - 1) / (GDN_WARP_BLOCK / 32);
     /* fits: gdn_warp_grid_fits, in eligibility */
     const dim3 grid((unsigned)(a.B * a.Hv), (unsigned)col_blocks);
-    return gdn_launch_pdl(gdn_delta_warp_kernel<DT, VEC, CM, NCOL, EXACT>, grid, GDN_WARP_BLOCK, 0, p->a.cuda_stream, a);
-}
-
-template <int DT, bool VEC>
-static gdn_status gdn_generic_cm(const gdn__problem *p) {
-    const int64_t c = p->dk_lane;
-    if (c <= 1) return gdn_launch_warp<DT, VEC, 1, 1, false>(p);
-    if (c <= 2) return gdn_launch_warp<DT, VEC, 2, 1, false>(p);
-    if (c <= 4) return gdn_launch_warp<DT, VEC, 4, 1, false>(p);
-    if (c <= 8) return gdn_launch_warp<DT, VEC, 8, 1, false>(p);
-    if (c <= 16) return gdn_launch_warp<DT, VEC, 16, 1, false>(p);
-    return gdn_launch_warp<DT, VEC, 32, 1, false>(p);
-}
-
-template <int DT, bool VEC>
-static gdn_status gdn_decode_cm(const gdn__problem *p, int ncol) {
-    switch (p->a.Dk) {
-    case 32: return gdn_launch_warp<DT, VEC, 1, 8, true>(p);
-    case 64: return gdn_launch_warp<DT, VEC, 2, 8, true>(p);
-    case 128:
-        if (ncol == 1) return gdn_launch_warp<DT, VEC, 4, 1, true>(p);
-        if (ncol == 2) return gdn_launch_warp<DT, VEC, 4, 2, true>(p);
-        return ncol == 4 ? gdn_launch_warp<DT, VEC, 4, 4, true>(p) : gdn_launch_warp<DT, VEC, 4, 8, true>(p);
-    default: return gdn_launch_warp<DT, VEC, 8, 4, true>(p);
-    }
-}
-
-/* the warp decode with ncol columns per warp, for the problem's dtype and gate */
-static gdn_status gdn_decode_dt(const gdn__problem *p, int ncol) {
-    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_decode_cm<dt.value, vec.value>(p, ncol); });
+    return gdn_launch_pdl(gdn_delta_warp_kernel<DT, VEC, CM, NCOL, EXACT>, grid, GDN_WARP_BLOCK, 0, p->a.stream, a);
 }
 
 /* The grid (B Hv, column blocks) fits CUDA's limits (2^31 - 1, 65535) at one column per warp, the most blocks any
  * instantiation launches. */
-static int gdn_warp_grid_fits(const gdn__problem *p) {
+static inline int gdn_warp_grid_fits(const gdn__problem *p) {
     const int64_t col_blocks = (p->a.Dv + GDN_WARP_BLOCK / 32 - 1) / (GDN_WARP_BLOCK / 32);
     return gdn_grid_fits(p->a.B * p->a.Hv) && col_blocks <= 65535;
 }
 
-extern "C" {
-
-int gdn__cuda_generic_eligible(const gdn__problem *p) {
-    return gdn__cuda_devices() > 0 && p->a.Dk <= 1024 && gdn_warp_grid_fits(p);
-}
-
-/* Dk a power of two from 32 to 256, whole groups of 8 columns, every tensor 16-byte aligned, a few tokens. */
-static int gdn_decode_shape_ok(const gdn__problem *p) {
-    const gdn_delta_args *a = &p->a;
-    const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
-    const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && gdn_aligned16(a->state_in) &&
-                        gdn_aligned16(a->state_out);
-    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_warp_grid_fits(p);
-}
-
-/* T <= 4, or windows up to 8 tokens where the streamed kernel takes them. */
-int gdn__cuda_decode_eligible(const gdn__problem *p) {
-    if (p->a.T <= GDN_DECODE_TMAX) return gdn_decode_shape_ok(p);
-    return gdn__cuda_decode_stream_eligible(p);
-}
-
-/* Routed where eligible, except KV windows of more than 4 tokens over no more 32-column items than SMs, which rowsplit
- * takes (H200, B=1, T=7, KV: rowsplit 5.7 us, streamed 6.5; cuda_window comes first where it applies). With more items
- * the streamed kernel wins in KV too (B=8, T=7: 23.8 against rowsplit's 27.5 us): docs/GPU_NOTES.md. */
-int gdn__cuda_decode_routed(const gdn__problem *p) {
-    if (!gdn__cuda_decode_eligible(p)) return 0;
-    return p->a.T <= GDN_DECODE_TMAX || p->a.state_layout == GDN_STATE_VK || !gdn_cuda_items32_in_one_wave(p);
-}
-
-gdn_status gdn__delta_cuda_generic(const gdn__problem *p) {
-    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) { return gdn_generic_cm<dt.value, vec.value>(p); });
-}
-
-/* One VK token with no more 32-column items than SMs (B=1 at the model's heads): warps of 2 columns (Dk = 128)
- * loading straight into registers, 3.0 us on the H200 against 3.9 for the streamed kernel, whose one item per block
- * has nothing to overlap (docs/GPU_NOTES.md). Else the streamed kernel where it applies, else warps of 8 columns. */
-static int gdn_decode_few_items(const gdn__problem *p) {
-    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && gdn_cuda_items32_in_one_wave(p);
-}
-
-gdn_status gdn__delta_cuda_decode(const gdn__problem *p) {
-    if (gdn_decode_few_items(p)) return gdn_decode_dt(p, 2);
-    if (gdn__cuda_decode_stream_eligible(p)) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
-    return gdn_decode_dt(p, 8);
-}
-
-/* ncol 4 or 8 (1 or 2 for Dk = 128): this file's warp kernel with that many columns per warp; 32: the streamed kernel (102 .. 104: with a
- * ring of 2 .. 4 stages; 232: on 8 blocks, each walking many items; 332 / 432: block-synchronous / warp-specialized forced;
- * 532: warp-specialized on 8 blocks with pseudo-random pauses at the mbarrier hand-offs). */
-gdn_status gdn__delta_cuda_decode_ncol(const gdn__problem *p, int ncol) {
-    if (ncol == 32) return gdn__delta_cuda_decode_stream(p, 0, 0, -1);
-    if (ncol >= 102 && ncol <= 104) return gdn__delta_cuda_decode_stream(p, ncol - 100, 0, -1);
-    if (ncol == 332 || ncol == 432) return gdn__delta_cuda_decode_stream(p, 0, 0, ncol == 432);
-    if (ncol == 232) return gdn__delta_cuda_decode_stream(p, 0, 8, -1);
-    if (ncol == 532) return gdn__delta_cuda_decode_stream(p, 0, 8, 2);
-    if (!gdn_decode_shape_ok(p)) return GDN_ERR_INELIGIBLE;
-    return gdn_decode_dt(p, ncol);
-}
-
-} /* extern "C" */
+#endif
