@@ -115,7 +115,7 @@ if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours || $MODE
     [[ $MODE == quick ]] && quick="--quick"
     [[ $MODE == ours ]] && quick="--quick --ours-only"
     [[ $MODE == window ]] && quick="--window --ours-only"
-    python3 bench/gpu_compare.py --out "$OUT/h200_bench.json" $quick > "$OUT/bench.log" 2>&1 || status=1
+    python3 bench/gpu_compare.py --out "$OUT/h200.json" $quick > "$OUT/bench.log" 2>&1 || status=1
     echo "bench: $(( $(date +%s) - t0 )) s"
     sed -n '/^shape /,$p' "$OUT/bench.log"
     grep -E "Error|Traceback|failed" "$OUT/bench.log" | head -5
