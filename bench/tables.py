@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 OPEN = re.compile(r"^<!-- tables: (\S+)((?: \S+)*) -->\s*$")
@@ -211,7 +212,14 @@ def tables(path, parts=(), layout=None):
 
 
 def render(blocks):
-    return "\n\n".join("\n".join(b) for b in blocks)
+    """tables as they are; a line of prose wrapped at 116 columns"""
+    def lines(b):
+        for line in b:
+            if line.startswith("|"):
+                yield line
+            else:
+                yield from textwrap.wrap(line, 116, break_long_words=False, break_on_hyphens=False)
+    return "\n\n".join("\n".join(lines(b)) for b in blocks)
 
 
 def update(doc_path):
