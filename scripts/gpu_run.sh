@@ -8,7 +8,7 @@
 #                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16 with
 #                                   the window, packed and rowsplit kernels, without FLA)
 #
-# FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
+# FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/kernels/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gdn_gpu_out}
