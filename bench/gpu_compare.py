@@ -209,7 +209,7 @@ def main():
                 100 * r["copy_bw_fraction"], mode), flush=True)
 
         # ours: routed, then each variant, both layouts (packed v1, v2, v5 and decode/generic beyond a few tokens
-        # lost in earlier runs: docs/GPU_NOTES.md)
+        # lost in earlier runs: docs/kernels/)
         variants = [("routed", None, 0)]
         variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
         variants += [("cuda_packed/v0", "cuda_packed", 0)] + ([("cuda_packed/v2", "cuda_packed", 2)] if T > 1 else [])

@@ -8,7 +8,7 @@
 #                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16 with
 #                                   the window, packed and rowsplit kernels, without FLA)
 #
-# FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/GPU_NOTES.md).
+# FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/kernels/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gdn_gpu_out}
@@ -115,7 +115,7 @@ if [[ $MODE == all || $MODE == bench || $MODE == quick || $MODE == ours || $MODE
     [[ $MODE == quick ]] && quick="--quick"
     [[ $MODE == ours ]] && quick="--quick --ours-only"
     [[ $MODE == window ]] && quick="--window --ours-only"
-    python3 bench/gpu_compare.py --out "$OUT/h200_bench.json" $quick > "$OUT/bench.log" 2>&1 || status=1
+    python3 bench/gpu_compare.py --out "$OUT/h200.json" $quick > "$OUT/bench.log" 2>&1 || status=1
     echo "bench: $(( $(date +%s) - t0 )) s"
     sed -n '/^shape /,$p' "$OUT/bench.log"
     grep -E "Error|Traceback|failed" "$OUT/bench.log" | head -5

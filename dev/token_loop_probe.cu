@@ -14,9 +14,9 @@
  * the token's live flag (a uniform branch, as cuda_packed's mask test); P_SCALARS reads (g, beta, live, v) of the
  * next token from shared memory a token ahead, as cuda_packed does; P_PAIRS runs two tokens per loop iteration with
  * the k rows swapping roles, as cuda_packed does. Results and what they mean:
- * bench/results/h200_token_loop_probe.json, docs/GPU_NOTES.md (session 11).
+ * docs/kernels/cuda_packed.md.
  *
- *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude bench/token_loop_probe.cu -o /tmp/token_loop_probe
+ *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude dev/token_loop_probe.cu -o /tmp/token_loop_probe
  *     /tmp/token_loop_probe            (prints cycles per token per warp, median over warps, per variant)
  */
 #include <algorithm>

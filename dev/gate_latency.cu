@@ -1,8 +1,8 @@
 /* Latency of the contract's scalar functions on the GPU (gdn_math.h): one warp, clock64 around one dependent
  * evaluation, the best of 8. The gate and beta of a short window run before its first token, so their chains are
- * on its critical path (docs/GPU_NOTES.md, session 7).
+ * on its critical path (docs/kernels/cuda_window.md).
  *
- *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude bench/gate_latency.cu -o /tmp/gate_latency
+ *     nvcc -O3 -std=c++17 -arch=sm_90 --fmad=false -Isrc -Iinclude dev/gate_latency.cu -o /tmp/gate_latency
  *     /tmp/gate_latency
  */
 #include <cstdio>

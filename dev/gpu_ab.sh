@@ -5,15 +5,15 @@
 # JSON under $OUT (each command's stdout in $OUT/ab_<n>.txt).
 #
 #   here:        rm -rf .gpu_tree_a && mkdir .gpu_tree_a && git archive REV | tar -x -C .gpu_tree_a
-#   GPU machine: scripts/gpu_ab.sh ../.gpu_tree_a 'python3 bench/gpu_gate.py old=$OLD' \
-#                    'python3 bench/gpu_decode_ab.py old=$OLD old:0 new:0 B=8,64,256 T=1,7 layout=kv'
+#   GPU machine: dev/gpu_ab.sh ../.gpu_tree_a 'python3 dev/gpu_gate.py old=$OLD' \
+#                    'python3 dev/gpu_decode_ab.py old=$OLD old:0 new:0 B=8,64,256 T=1,7 layout=kv'
 #
 # (the device call carries both trees; this tree must be the one the command runs in)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export OUT=${OUT:-/tmp/gdn_gpu_out}
 mkdir -p "$OUT"
-[[ $# -ge 1 && -f $1/Makefile ]] || { echo "usage: scripts/gpu_ab.sh OLD_TREE 'command' ..." >&2; exit 2; }
+[[ $# -ge 1 && -f $1/Makefile ]] || { echo "usage: dev/gpu_ab.sh OLD_TREE 'command' ..." >&2; exit 2; }
 OLD_TREE=$(cd "$1" && pwd)
 shift
 J=$(nproc)

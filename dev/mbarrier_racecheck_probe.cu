@@ -1,11 +1,11 @@
 /* Does compute-sanitizer's racecheck order shared-memory accesses by mbarrier phases? The warp-specialized decode
- * (src/cuda/delta_decode.cu) hands stages between warps with mbarriers only, and racecheck reports hazards on those
- * hand-offs. This probe is the same hand-off reduced to one value, with the kernels' own mbarrier helpers
+ * (src/delta/cuda/decode_stream.cu) hands stages between warps with mbarriers only, and racecheck reports hazards on
+ * those hand-offs. This probe is the same hand-off reduced to one value, with the kernels' own mbarrier helpers
  * (gdn_cuda.cuh): warp 1 writes a word of shared memory, its lane 0 arrives on an mbarrier (count 1), warp 0 waits
  * for that phase and reads the word, over several rounds with a second mbarrier for the way back. The program is
  * correctly synchronized; racecheck's verdict on it says how to read its verdict on the decode.
  *
- *     nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -Isrc/cuda -Iinclude bench/mbarrier_racecheck_probe.cu -o /tmp/mbar_probe
+ *     nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -Isrc/cuda -Iinclude dev/mbarrier_racecheck_probe.cu -o /tmp/mbar_probe
  *     /tmp/mbar_probe && compute-sanitizer --tool racecheck /tmp/mbar_probe
  */
 #include <cstdio>

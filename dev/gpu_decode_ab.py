@@ -2,12 +2,12 @@
 """Builds of the library and kernel variants (cuda_decode's by default) alternating in one process (three rounds of
 bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and the state) against the first.
 
-    python3 bench/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:[kernel:]variant ... [B=1,8,64,256] [T=1,7]
+    python3 dev/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:[kernel:]variant ... [B=1,8,64,256] [T=1,7]
                                    [layout=vk|kv]
 
 Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a variant of `kernel`
-(default cuda_decode; src/gdn_internal.h: 32 streamed, 102 .. 104 ring depth, 332 / 432 block-synchronous /
-warp-specialized; other kernels' ids there too, e.g. new:cuda_packed:8).
+(default cuda_decode; the ids are listed in src/gdn_internal.h and src/delta/cuda/warp.cu: 32 streamed, 102 .. 104
+ring depth, 332 / 432 block-synchronous / warp-specialized; other kernels' ids there too, e.g. new:cuda_packed:8).
 Writes $OUT/decode_ab.json (OUT defaults to /tmp).
 """
 import json
@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import gpu_compare as G  # noqa: E402
 
 gdn = G.gdn

@@ -5,7 +5,7 @@ bench/gpu_compare.py, routed calls, then decode B=256 (log-decay); medians of CU
 timing and inputs). Other builds of the library (name=path/to/libgdn.so) alternate with this checkout's ("new") in
 the same process, three rounds, so that builds are compared on one machine in one run.
 
-    python3 bench/gpu_gate.py [name=path ...]        (writes $OUT/h200_rawgate.json; OUT defaults to /tmp)
+    python3 dev/gpu_gate.py [name=path ...]        (writes $OUT/h200_rawgate.json; OUT defaults to /tmp)
 """
 import json
 import os
@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import gpu_compare as G  # noqa: E402
 
 gdn = G.gdn
