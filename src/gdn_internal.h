@@ -50,6 +50,8 @@ gdn_status gdn__delta_packed_avx2(const gdn__problem *p);   /* src/delta/cpu/pac
 gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/delta/cpu/packed_decode_avx2.c: AVX2 + FMA, Dk = 128, T <= 2 */
 int gdn__decode_avx2_eligible(const gdn__problem *p);
 int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/features.c */
+int gdn__cpu_has_fma(void);                                 /* src/cpu/features.c: FMA3 (x86) */
+int gdn__portable_fast(void);                               /* portable's fmaf is a vector instruction here */
 
 /* CUDA kernels (the .cu files under src; src/cuda/absent.c when built without nvcc). Eligibility includes
  * "a device is present". */

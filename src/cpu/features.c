@@ -9,3 +9,12 @@ int gdn__cpu_has_avx2_fma(void) {
     return 0;
 #endif
 }
+
+int gdn__cpu_has_fma(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
