@@ -26,6 +26,14 @@ static int always(const gdn__problem *p) { return p != NULL; }
 /* The AVX2 kernel keeps a block of columns' state on the stack: Dk up to 512. */
 static int packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= 512 && gdn__cpu_has_avx2_fma(); }
 static int portable_eligible(const gdn__problem *p) { return p->a.Dk <= 512; }
+/* portable beats ref where its fmaf is a vector fma, on calls of at least 128 state updates (B T Hv Dk Dv). Without a
+ * vector fma (x86 without FMA3) both spend their time in libm's fmaf (T=64, Hv=32, Dk=Dv=128, libm's software fmaf:
+ * ref 1242 ms, portable 1310 ms); below 128 updates portable's fixed cost, ~0.2 us above ref's, is not repaid
+ * (T=1, Hv=1, Dk=32, Dv=1: ref 0.56 us, portable 0.67 us). */
+static int portable_routed(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    return portable_eligible(p) && gdn__portable_fast() && a->B * a->T * a->Hv * a->Dk * a->Dv >= 128;
+}
 /* Windows of 16 tokens and more go to cuda_packed, faster there (H200, B=1, KV: T=64 17.2 vs 20.8 us, T=2048 433 vs
  * 561 us); below, rowsplit beats packed (T=7: 5.78 vs 6.02 us) where cuda_window is not routed (more sequences than
  * one wave of its blocks, T > 8). bench/results/h200_bench.json. */
@@ -39,7 +47,7 @@ const gdn__kernel gdn__kernels[] = {
     {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, NULL, gdn__delta_cuda_generic},
     {"packed_decode_avx2", GDN_BACKEND_CPU, 1, gdn__decode_avx2_eligible, NULL, gdn__delta_decode_avx2},
     {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, NULL, gdn__delta_packed_avx2},
-    {"portable", GDN_BACKEND_CPU, 0, portable_eligible, NULL, gdn__delta_portable},
+    {"portable", GDN_BACKEND_CPU, 0, portable_eligible, portable_routed, gdn__delta_portable},
     {"ref", GDN_BACKEND_CPU, 0, always, NULL, gdn__delta_ref},
 };
 const int gdn__kernel_total = (int)(sizeof gdn__kernels / sizeof gdn__kernels[0]);
