@@ -222,6 +222,7 @@ typedef struct blk_job {
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
 #define BLK_ITEMS_PER_THREAD 4 /* work items per thread, for balance */
 #define BLK_STATE_AHEAD 2      /* blocks of state_in prefetched ahead of the one being read */
+#define BLK_THREAD_UPDATES 4096.0 /* least state updates (Dk Dv per token and head) per thread */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -655,7 +656,12 @@ static gdn_status blk_run(const gdn__problem *p) {
     /* At least BLK_ITEMS_PER_THREAD items per thread when possible: with many key heads an item takes the
      * largest divisor nkh of Hk that keeps enough items (and its state within BLK_STATE_FLOATS); with few, the
      * columns split into groups of nb blocks. */
-    const int64_t want_items = BLK_ITEMS_PER_THREAD * (int64_t)p->threads, keyheads = a->B * a->Hk;
+    /* threads: as many as give each at least BLK_THREAD_UPDATES state updates (waking a pool thread costs more
+     * than a small call's work) */
+    const double updates = (double)a->B * (double)a->T * (double)a->Hv * (double)Dk * (double)a->Dv;
+    int threads = p->threads;
+    while (threads > 1 && updates < (double)threads * BLK_THREAD_UPDATES) --threads;
+    const int64_t want_items = BLK_ITEMS_PER_THREAD * (int64_t)threads, keyheads = a->B * a->Hk;
     job.nkh = 1;
     for (int64_t d = 2; d <= a->Hk; ++d)
         if (a->Hk % d == 0 && keyheads / d >= want_items && d * G * job.blocks * Dk * BLK_COLS <= BLK_STATE_FLOATS)
@@ -691,9 +697,9 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.off_gb = job.off_y + ybuf;
     job.off_kv = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
     job.ws_stride = job.off_kv + (size_t)(job.hu * job.nb) * (sizeof(blk_part) / sizeof(float));
-    job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)p->threads);
+    job.ws = aligned_alloc(64, sizeof(float) * job.ws_stride * (size_t)threads);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, p->threads, blk_item, &job);
+    gdn__parallel_for(a->B * a->Hk / job.nkh * job.groups, threads, blk_item, &job);
     free(job.ws);
     return GDN_OK;
 }
