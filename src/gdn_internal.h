@@ -51,6 +51,11 @@ gdn_status gdn__delta_decode_avx2(const gdn__problem *p);   /* src/delta/cpu/pac
 int gdn__decode_avx2_eligible(const gdn__problem *p);
 int gdn__cpu_has_avx2_fma(void);                            /* src/cpu/features.c */
 int gdn__cpu_has_fma(void);                                 /* src/cpu/features.c: FMA3 (x86) */
+int gdn__cpu_has_avx512(void);                              /* src/cpu/features.c: AVX-512 F, BW, VL, DQ and FMA3 */
+gdn_status gdn__delta_packed_avx512(const gdn__problem *p); /* src/delta/cpu/packed_avx512.c: AVX-512 */
+int gdn__packed_avx512_eligible(const gdn__problem *p);
+gdn_status gdn__delta_decode_avx512(const gdn__problem *p); /* src/delta/cpu/packed_decode_avx512.c: AVX-512, Dk = 128, T <= 2 */
+int gdn__decode_avx512_eligible(const gdn__problem *p);
 int gdn__portable_fast(void);                               /* portable's fmaf is a vector instruction here */
 
 /* CUDA kernels (the .cu files under src; src/cuda/absent.c when built without nvcc). Eligibility includes

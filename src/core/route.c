@@ -45,6 +45,8 @@ const gdn__kernel gdn__kernels[] = {
     {"cuda_rowsplit", GDN_BACKEND_CUDA, 1, gdn__cuda_rowsplit_eligible, cuda_rowsplit_routed, gdn__delta_cuda_rowsplit},
     {"cuda_packed", GDN_BACKEND_CUDA, 1, gdn__cuda_packed_eligible, NULL, gdn__delta_cuda_packed},
     {"cuda_generic", GDN_BACKEND_CUDA, 0, gdn__cuda_generic_eligible, NULL, gdn__delta_cuda_generic},
+    {"packed_decode_avx512", GDN_BACKEND_CPU, 1, gdn__decode_avx512_eligible, NULL, gdn__delta_decode_avx512},
+    {"packed_avx512", GDN_BACKEND_CPU, 1, gdn__packed_avx512_eligible, NULL, gdn__delta_packed_avx512},
     {"packed_decode_avx2", GDN_BACKEND_CPU, 1, gdn__decode_avx2_eligible, NULL, gdn__delta_decode_avx2},
     {"packed_avx2", GDN_BACKEND_CPU, 1, packed_avx2_eligible, NULL, gdn__delta_packed_avx2},
     {"portable", GDN_BACKEND_CPU, 0, portable_eligible, portable_routed, gdn__delta_portable},

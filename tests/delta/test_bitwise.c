@@ -58,7 +58,8 @@ static size_t first_difference(const void *a, const void *b, size_t n, size_t si
     return n;
 }
 
-static const char *kernels_under_test[] = {"ref", "portable", "packed_avx2", "packed_decode_avx2"};
+static const char *kernels_under_test[] = {"ref", "portable", "packed_avx2", "packed_decode_avx2", "packed_avx512",
+                                           "packed_decode_avx512"};
 enum { N_KERNELS = (int)(sizeof kernels_under_test / sizeof kernels_under_test[0]) };
 
 typedef struct tally {
@@ -181,5 +182,7 @@ TEST(bitwise_decode_shapes_vs_ref) {
                         check_case(&cfg, 1 + i % 3, state_mode((i + i / 4) % 4), &tl); /* each gate meets each mode */
                     }
     CHECK(tl.compared[3] == i, "packed_decode_avx2 ran %d of %d cases", tl.compared[3], i);
-    printf("     %d decode cases: packed_decode_avx2 bitwise equal to ref in %d\n", i, tl.compared[3]);
+    CHECK(tl.compared[5] == i || tl.ineligible[5] == i, "packed_decode_avx512 ran %d of %d cases", tl.compared[5], i);
+    printf("     %d decode cases: packed_decode_avx2 bitwise equal to ref in %d, packed_decode_avx512 in %d\n", i,
+           tl.compared[3], tl.compared[5]);
 }

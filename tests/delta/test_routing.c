@@ -9,6 +9,19 @@
 #include "gdn_case.h"
 #include "harness.h"
 
+static int has_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+/* The decode kernel the router takes at Dk = 128, T <= 2 where packed kernels are on */
+static const char *decode_kernel(void) { return has_avx512() ? "packed_decode_avx512" : "packed_decode_avx2"; }
+
 static int has_avx2_fma(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -83,6 +96,10 @@ TEST(routing_kernel_table) {
     CHECK(gdn_kernel_eligible(kernel_index("ref"), &s.a) == 1);
     CHECK(gdn_kernel_eligible(kernel_index("portable"), &s.a) == 1);
     CHECK(gdn_kernel_eligible(kernel_index("packed_avx2"), &s.a) == has_avx2_fma());
+    CHECK(gdn_kernel_eligible(kernel_index("packed_avx512"), &s.a) == has_avx512());
+    /* the AVX-512 kernels before the AVX2 ones */
+    CHECK(kernel_index("packed_avx512") < kernel_index("packed_avx2") &&
+          kernel_index("packed_decode_avx512") < kernel_index("packed_decode_avx2"));
     for (int i = 0; i < n; ++i)
         if (gdn_kernel_backend(i) == GDN_BACKEND_CUDA) CHECK(gdn_kernel_eligible(i, &s.a) == 0, "%s eligible for a CPU call", gdn_kernel_name(i));
     s.a.Hk = 3; /* arguments gdn_delta would reject: nothing is eligible */
@@ -102,7 +119,9 @@ TEST(routing_choices_and_fallbacks) {
             const char *name = NULL;
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name != NULL);
             /* Dk = 128 with T <= 2 (this small case): the decode kernel */
-            const char *want = !packed ? (portable_routed(&s.a) ? "portable" : "ref") : dks[i] == 128 ? "packed_decode_avx2" : "packed_avx2";
+            const char *want = !packed                     ? (portable_routed(&s.a) ? "portable" : "ref")
+                               : dks[i] == 128                ? decode_kernel()
+                               : has_avx512() ? "packed_avx512" : "packed_avx2";
             CHECK(name && strcmp(name, want) == 0, "Dk=%lld dtype %d routed to %s", (long long)dks[i], d,
                   name ? name : "(null)");
             /* the KV layout too: the decode kernel at Dk = 128 with T <= 2 */
@@ -131,8 +150,8 @@ TEST(routing_choices_and_fallbacks) {
         CHECK(gdn_route(&s.a, &name) == GDN_OK && name && strcmp(name, "ref") == 0, "Dk=%lld routed to %s", (long long)dk,
               name ? name : "(null)");
         CHECK(gdn_kernel_eligible(kernel_index("packed_avx2"), &s.a) == 0 && gdn_kernel_eligible(kernel_index("portable"), &s.a) == 0);
-        const char *refused[] = {"packed_avx2", "portable"};
-        for (int i = 0; i < 2; ++i) {
+        const char *refused[] = {"packed_avx2", "portable", "packed_avx512"};
+        for (int i = 0; i < 3; ++i) {
             s.a.kernel = refused[i];
             poison(s.y, sizeof s.y);
             CHECK(gdn_delta(&s.a) == GDN_ERR_INELIGIBLE, "forcing %s at Dk=%lld", refused[i], (long long)dk);
@@ -217,7 +236,7 @@ TEST(routing_packed_env_child) {
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name);
             if (!name) continue;
             if (!on) CHECK(strstr(name, "packed") == NULL, "GDN_PACKED=0 but Dk=%lld routed to %s", (long long)dks[i], name);
-            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, "packed_decode_avx2") == 0, "routed to %s", name);
+            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, decode_kernel()) == 0, "routed to %s", name);
             CHECK(strcmp(name, first_eligible(&s.a, on)) == 0);
             /* the routed call runs and matches ref bitwise (f32: the buffers hold f32 data) */
             if (d != GDN_F32) continue;
@@ -277,6 +296,6 @@ TEST(routing_kill_switch_gdn_packed) {
         if (values[i][0] == '0')
             CHECK(line && strstr(line, portable_routed(&s.a) ? "routes to portable" : "routes to ref"),
                   "kill switch did not route around the packed kernels");
-        else if (has_avx2_fma()) CHECK(line && strstr(line, "routes to packed_decode_avx2"));
+        else if (has_avx2_fma()) CHECK(line && strstr(line, decode_kernel()));
     }
 }

@@ -204,7 +204,7 @@ typedef struct blk_job {
     int stream;      /* y is large: written around the caches */
     int direct_qk;   /* q and k are read in place (f32): no q, k chunk rows */
     int direct_v;    /* v is read in place (f32, whole blocks): no v chunk rows */
-    int direct_y;    /* y is streamed in place (f32, whole blocks, 32-byte aligned, large): no y chunk rows */
+    int direct_y;    /* y is streamed in place (f32, whole blocks, aligned to a vector, large): no y chunk rows */
     float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
     /* regions of a worker's workspace, in floats; the state [hu][nb][Dk][BLK_COLS] is at 0 */
@@ -675,7 +675,7 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
     job.direct_qk = a->dtype == GDN_F32;
     job.direct_v = a->dtype == GDN_F32 && a->Dv % BLK_COLS == 0;
-    job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % 32 == 0;
+    job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % (sizeof(float) * BLK_VW) == 0; /* blk_vstream */
     /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y chunk rows (and vector gate rows) too */
     int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
     if (!job.direct_qk) tc = blk_min(tc, BLK_CHUNK_FLOATS / (job.nkh * Dk));
