@@ -63,8 +63,14 @@ $(BUILD)/%.o: %.c
 # one ISA per file: only files named *_avx2.c get the AVX2 flags
 AVX2_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(filter %avx2.c,$(LIB_SRC)))
 $(AVX2_OBJ): ALL_CFLAGS += -mavx2 -mfma
-# the CLI: the FMA-peak microbenchmark is AVX2; the CUDA side sees the CUDA runtime header in a CUDA build
+AVX512_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
+AVX512_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(filter %avx512.c,$(LIB_SRC)))
+$(AVX512_OBJ): ALL_CFLAGS += $(AVX512_FLAGS)
+# portable.c's 32-byte vectors pass only between inlined functions: GCC's note on their ABI does not apply
+$(BUILD)/src/delta/cpu/portable.o: ALL_CFLAGS += -Wno-psabi
+# the CLI: the FMA-peak microbenchmarks are AVX2 and AVX-512; the CUDA side sees the CUDA runtime header in a CUDA build
 $(BUILD)/tools/peak_avx2.o: ALL_CFLAGS += -mavx2 -mfma
+$(BUILD)/tools/peak_avx512.o: ALL_CFLAGS += $(AVX512_FLAGS)
 ifeq ($(GDN_CUDA),1)
 $(BUILD)/tools/gdn_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include
 $(BUILD)/tests/delta/test_cuda.o: ALL_CFLAGS += -DGDN_HAVE_CUDA -I$(CUDA_HOME)/include

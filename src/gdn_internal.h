@@ -71,6 +71,9 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
     ;
 
 int gdn__cpu_has_avx2_fma(void); /* src/cpu/features.c */
+int gdn__cpu_has_fma(void);      /* src/cpu/features.c: FMA3 (x86) */
+int gdn__cpu_has_avx512(void);   /* src/cpu/features.c: AVX-512 F, BW, VL, DQ and FMA3 */
+int gdn__portable_fast(void);    /* src/delta/cpu/portable.c: its fmaf is a vector instruction here */
 
 /* The CUDA backend (src/cuda/device.cu; src/cuda/absent.c when built without nvcc). Eligibility includes "a device
  * is present". */
@@ -128,11 +131,12 @@ static inline int64_t gdn__state_index(const gdn_delta_args *a, int64_t b, int64
 
 /* ---- CPU thread pool (src/cpu/pool.c) ---- */
 
-/* Calls fn(ctx, item, worker) for item in [0, n_items), on the call's runner when it has one, else spread over at
- * most p->threads pool threads (the caller's thread takes part); worker in [0, p->threads) names the thread, for
- * per-thread scratch. Items are claimed dynamically; each item must write disjoint memory. If the pool is busy
- * with another caller's job, the items run on the calling thread alone (worker 0). */
-void gdn__parallel_for(const gdn__problem *p, int64_t n_items, gdn_task_fn fn, void *ctx);
+/* Calls fn(ctx, item, worker) for item in [0, n_items): on the call's runner when it has one (worker in
+ * [0, p->threads)), else over at most `threads` (<= p->threads) pool threads, the caller's thread taking part
+ * (worker in [0, threads)); the worker id names the thread, for per-thread scratch. Items are claimed
+ * dynamically; each item must write disjoint memory. If the pool is busy with another caller's job, the items
+ * run on the calling thread alone (worker 0). */
+void gdn__parallel_for(const gdn__problem *p, int64_t n_items, int threads, gdn_task_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -291,8 +291,8 @@ static int cmd_run(int argc, char **argv) {
             tool_case_free(&c);
         }
     }
-    printf("  CPU: %s, %d threads; measured FMA peak %.1f GFLOP/s, copy %.1f GB/s\n", tool_cpu_model(), threads,
-           fl.cpu_gflops, fl.cpu_gbps);
+    printf("  CPU: %s, %d threads; measured %s FMA peak %.1f GFLOP/s, copy %.1f GB/s\n", tool_cpu_model(), threads,
+           tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps);
     if (tool_cuda_devices() > 0) {
         fl.gpu_gflops = tool_cuda_peak_gflops();
         printf("  GPU: %s; FP32 FMA peak %.0f GFLOP/s (SMs x clock), copy %.0f GB/s\n", tool_cuda_device_name(),

@@ -282,8 +282,8 @@ int tool_bench(int argc, char **argv) {
     }
     const int threads = gdn_cpu_threads();
     bench_floor fl = {tool_fma_peak_gflops(threads), tool_copy_gbps(threads), 0.0, 0.0};
-    fprintf(stderr, "[bench] %s, %d threads: FMA peak %.1f GFLOP/s, copy %.1f GB/s, LLC %.0f MiB\n", tool_cpu_model(),
-            threads, fl.cpu_gflops, fl.cpu_gbps, (double)tool_llc_bytes() / 1048576.0);
+    fprintf(stderr, "[bench] %s, %d threads: %s FMA peak %.1f GFLOP/s, copy %.1f GB/s, LLC %.0f MiB\n", tool_cpu_model(),
+            threads, tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps, (double)tool_llc_bytes() / 1048576.0);
     if (tool_cuda_devices() > 0) {
         fl.gpu_gflops = tool_cuda_peak_gflops();
         fl.gpu_gbps = tool_cuda_copy_gbps();
@@ -293,8 +293,8 @@ int tool_bench(int argc, char **argv) {
         fprintf(stderr, "[bench] no CUDA device (or built without CUDA): CUDA kernels skipped\n");
     }
     if (!o.json) {
-        printf("CPU: %s, %d threads, FMA peak %.1f GFLOP/s, copy %.1f GB/s (measured now)\n", tool_cpu_model(), threads,
-               fl.cpu_gflops, fl.cpu_gbps);
+        printf("CPU: %s, %d threads, %s FMA peak %.1f GFLOP/s, copy %.1f GB/s (measured now)\n", tool_cpu_model(), threads,
+               tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps);
         if (fl.gpu_gflops > 0.0)
             printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
         printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",

@@ -64,7 +64,16 @@ double tool_median(double *x, int n);  /* sorts x */
 double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n);
 
 /* The machine's floors, measured on `threads` threads. */
-double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: AVX2 FMA, 0 when not available */
+double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: FMA with the widest ISA (AVX-512, AVX2), 0 if none */
+const char *tool_fma_peak_isa(void);        /* the ISA it measures: "AVX-512", "AVX2" or "none" */
+double tool_fma_peak_avx512_gflops(int threads); /* tools/peak_avx512.c: 0 without AVX-512 */
+/* The peak's harness (tools/peak_avx2.c): best of 3 trials of worker(&job) on every thread, job.iters iterations of
+ * flops_per_iter each. */
+typedef struct tool_peak_job {
+    int64_t iters;
+    float sink; /* keeps the chains alive */
+} tool_peak_job;
+double tool_peak_trials(void *(*worker)(void *), int threads, int64_t iters, double flops_per_iter);
 double tool_copy_gbps(int threads);         /* memcpy of a large buffer, bytes read + written */
 size_t tool_llc_bytes(void);                /* last-level cache, 32 MiB when unknown */
 const char *tool_cpu_model(void);

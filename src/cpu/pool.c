@@ -116,13 +116,12 @@ int gdn_cpu_threads(void) {
     return the_pool.size;
 }
 
-void gdn__parallel_for(const gdn__problem *p, int64_t n_items, gdn_task_fn fn, void *ctx) {
+void gdn__parallel_for(const gdn__problem *p, int64_t n_items, int threads, gdn_task_fn fn, void *ctx) {
     const gdn_cpu_runner *runner = p->a.cpu_runner;
     if (runner) {
         runner->parallel_for(runner->user, n_items, fn, ctx);
         return;
     }
-    int threads = p->threads;
     if (threads > gdn_cpu_threads()) threads = the_pool.size;
     if (threads > n_items) threads = (int)n_items;
     if (threads <= 1 || pthread_mutex_trylock(&the_pool.busy) != 0) {

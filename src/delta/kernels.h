@@ -22,6 +22,7 @@
     X(cuda_packed, CUDA, 1)           \
     X(cuda_generic, CUDA, 0)          \
     X(packed_decode_avx2, CPU, 1)     \
+    X(packed_avx512, CPU, 1)          \
     X(packed_avx2, CPU, 1)            \
     X(portable, CPU, 0)               \
     X(ref, CPU, 0)

@@ -101,7 +101,7 @@ gdn_status gdn__delta_ref(const gdn__problem *p, const gdn__variant *v) {
                                    base + Dk * Dv + 3 * Dk};
     }
     ref_job job = {p, scratch};
-    gdn__parallel_for(p, p->a.B * p->a.Hv, ref_head, &job);
+    gdn__parallel_for(p, p->a.B * p->a.Hv, p->threads, ref_head, &job);
     free(arena);
     free(scratch);
     return GDN_OK;

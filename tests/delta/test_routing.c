@@ -9,6 +9,21 @@
 #include "gdn_case.h"
 #include "harness.h"
 
+static int has_avx512(void) {
+#if defined(GDN_AVX512_EMULATED) /* as src/cpu/features.c */
+    return 1;
+#elif defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+/* The decode kernel the router takes at Dk = 128, T <= 2 where packed kernels are on */
+static const char *decode_kernel(void) { return "packed_decode_avx2"; }
+
 static int has_avx2_fma(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -16,6 +31,20 @@ static int has_avx2_fma(void) {
 #else
     return 0;
 #endif
+}
+
+/* portable is routed where its fmaf is a vector fma (src/delta/cpu/portable.c: FMA3 on x86-64 with GCC's target
+ * clones, elsewhere a one-instruction fmaf) on calls of at least 128 state updates (src/core/route.c); else ref is */
+static int portable_routed(const gdn_delta_args *a) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    const int fast = __builtin_cpu_supports("fma");
+#elif defined(__FP_FAST_FMAF) || defined(__FMA__) || defined(__aarch64__)
+    const int fast = 1;
+#else
+    const int fast = 0;
+#endif
+    return fast && a->B * a->T * a->Hv * a->Dk * a->Dv >= 128;
 }
 
 static int packed_switch_on(void) {
@@ -43,6 +72,7 @@ static const char *first_eligible(const gdn_delta_args *a, int packed_on) {
     for (int i = 0; i < gdn_kernel_count(); ++i) {
         const char *name = gdn_kernel_name(i);
         const int packed = strstr(name, "packed") != NULL;
+        if (strcmp(name, "portable") == 0 && !portable_routed(a)) continue;
         if (gdn_kernel_backend(i) == a->backend && (packed_on || !packed) && gdn_kernel_eligible(i, a)) return name;
     }
     return NULL;
@@ -68,6 +98,9 @@ TEST(routing_kernel_table) {
     CHECK(gdn_kernel_eligible(kernel_index("ref"), &s.a) == 1);
     CHECK(gdn_kernel_eligible(kernel_index("portable"), &s.a) == 1);
     CHECK(gdn_kernel_eligible(kernel_index("packed_avx2"), &s.a) == has_avx2_fma());
+    CHECK(gdn_kernel_eligible(kernel_index("packed_avx512"), &s.a) == has_avx512());
+    /* the AVX-512 kernels before the AVX2 ones */
+    CHECK(kernel_index("packed_avx512") < kernel_index("packed_avx2"));
     for (int i = 0; i < n; ++i)
         if (gdn_kernel_backend(i) == GDN_BACKEND_CUDA) CHECK(gdn_kernel_eligible(i, &s.a) == 0, "%s eligible for a CPU call", gdn_kernel_name(i));
     s.a.Hk = 3; /* arguments gdn_delta would reject: nothing is eligible */
@@ -77,7 +110,8 @@ TEST(routing_kernel_table) {
 TEST(routing_choices_and_fallbacks) {
     const int packed = packed_switch_on() && has_avx2_fma();
     small s;
-    /* the plain Qwen-like shapes go to the AVX2 packed kernel on this machine (portable without AVX2/FMA) */
+    /* the plain Qwen-like shapes go to the AVX2 packed kernel on this machine (without AVX2: portable, or ref where
+     * portable has no vector fma) */
     const int64_t dks[] = {32, 64, 128, 256}, dvs[] = {64, 32, 128, 64};
     for (int i = 0; i < 4; ++i)
         for (int d = GDN_F32; d <= GDN_BF16; ++d) {
@@ -86,7 +120,9 @@ TEST(routing_choices_and_fallbacks) {
             const char *name = NULL;
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name != NULL);
             /* Dk = 128 with T <= 2 (this small case): the decode kernel */
-            const char *want = !packed ? "portable" : dks[i] == 128 ? "packed_decode_avx2" : "packed_avx2";
+            const char *want = !packed                     ? (portable_routed(&s.a) ? "portable" : "ref")
+                               : dks[i] == 128                ? decode_kernel()
+                               : has_avx512() ? "packed_avx512" : "packed_avx2";
             CHECK(name && strcmp(name, want) == 0, "Dk=%lld dtype %d routed to %s", (long long)dks[i], d,
                   name ? name : "(null)");
             /* the KV layout too: the decode kernel at Dk = 128 with T <= 2 */
@@ -115,8 +151,8 @@ TEST(routing_choices_and_fallbacks) {
         CHECK(gdn_route(&s.a, &name) == GDN_OK && name && strcmp(name, "ref") == 0, "Dk=%lld routed to %s", (long long)dk,
               name ? name : "(null)");
         CHECK(gdn_kernel_eligible(kernel_index("packed_avx2"), &s.a) == 0 && gdn_kernel_eligible(kernel_index("portable"), &s.a) == 0);
-        const char *refused[] = {"packed_avx2", "portable"};
-        for (int i = 0; i < 2; ++i) {
+        const char *refused[] = {"packed_avx2", "portable", "packed_avx512"};
+        for (int i = 0; i < 3; ++i) {
             s.a.kernel = refused[i];
             poison(s.y, sizeof s.y);
             CHECK(gdn_delta(&s.a) == GDN_ERR_INELIGIBLE, "forcing %s at Dk=%lld", refused[i], (long long)dk);
@@ -201,7 +237,7 @@ TEST(routing_packed_env_child) {
             CHECK(gdn_route(&s.a, &name) == GDN_OK && name);
             if (!name) continue;
             if (!on) CHECK(strstr(name, "packed") == NULL, "GDN_PACKED=0 but Dk=%lld routed to %s", (long long)dks[i], name);
-            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, "packed_decode_avx2") == 0, "routed to %s", name);
+            if (on && dks[i] == 128 && has_avx2_fma()) CHECK(strcmp(name, decode_kernel()) == 0, "routed to %s", name);
             CHECK(strcmp(name, first_eligible(&s.a, on)) == 0);
             /* the routed call runs and matches ref bitwise (f32: the buffers hold f32 data) */
             if (d != GDN_F32) continue;
@@ -256,8 +292,11 @@ TEST(routing_kill_switch_gdn_packed) {
         CHECK(ok && strstr(out, "1 passed, 0 failed") != NULL, "child with GDN_PACKED=%s:\n%s", values[i], out);
         const char *line = strstr(out, "GDN_PACKED=");
         if (line) printf("     child: %.*s\n", (int)strcspn(line, "\n"), line);
+        small s;
+        small_init(&s, 128, 32); /* the child's case */
         if (values[i][0] == '0')
-            CHECK(line && strstr(line, "routes to portable"), "kill switch did not route around the packed kernels");
-        else if (has_avx2_fma()) CHECK(line && strstr(line, "routes to packed_decode_avx2"));
+            CHECK(line && strstr(line, portable_routed(&s.a) ? "routes to portable" : "routes to ref"),
+                  "kill switch did not route around the packed kernels");
+        else if (has_avx2_fma()) CHECK(line && strstr(line, decode_kernel()));
     }
 }

@@ -1,5 +1,5 @@
 /* The blocked CPU kernel, written once over a small vector vocabulary and included by each ISA's file
- * (packed_avx2.c: __m256; portable.c: plain C structs of floats).
+ * (packed_avx2.c: __m256; portable.c: GCC/Clang vectors of 8 floats).
  *
  * Work item = (sequence b, value head h, block of BLK_COLS value columns). The block's state lives in a
  * contiguous aligned buffer S[Dk][BLK_COLS] (L1-resident) for the whole window. Vectors run across value
@@ -48,7 +48,15 @@
 #define BLK_COLS (BLK_VW * BLK_NV)
 #define BLK_MAX_DK 512
 #define BLK_INLINE static inline __attribute__((always_inline))
-#define BLK_NOINLINE static __attribute__((noinline))
+/* Optional, from the including file: BLK_CLONES, attributes of the out-of-line passes (GCC target_clones: one
+ * build per target, picked at load time); BLK_UNROLL, a pragma before the loops over a row's BLK_NV vectors. */
+#ifndef BLK_CLONES
+#define BLK_CLONES
+#endif
+#ifndef BLK_UNROLL
+#define BLK_UNROLL
+#endif
+#define BLK_NOINLINE static __attribute__((noinline)) BLK_CLONES
 
 /* Lane partials of one tree node: o (readout of this token) and n (kv of the next token), per vector. */
 typedef struct blk_part {
@@ -77,12 +85,14 @@ BLK_INLINE void blk_row(const blk_pass *ps, int64_t i, int mode, int vgate, blk_
     float *row = ps->S + i * BLK_COLS;
     if (mode == BLK_KV) {
         const BLK_VEC kb = blk_vbcast(ps->kn[i]);
+        BLK_UNROLL
         for (int v = 0; v < BLK_NV; ++v) r->n[v] = blk_vfma(blk_vload(row + v * BLK_VW), kb, r->n[v]);
         return;
     }
     const BLK_VEC kb = blk_vbcast(ps->k[i]), qb = blk_vbcast(ps->q[i]);
     const BLK_VEC gb = vgate ? blk_vbcast(ps->gv[i]) : ps->g;
     const BLK_VEC nb = blk_vbcast(ps->kn[i]);
+    BLK_UNROLL
     for (int v = 0; v < BLK_NV; ++v) {
         const BLK_VEC s = blk_vfma(gb, blk_vload(row + v * BLK_VW), blk_vmul(kb, ps->d[v]));
         blk_vstore(row + v * BLK_VW, s);
@@ -93,6 +103,7 @@ BLK_INLINE void blk_row(const blk_pass *ps, int64_t i, int mode, int vgate, blk_
 
 BLK_INLINE blk_part blk_zero_part(void) {
     blk_part r;
+    BLK_UNROLL
     for (int v = 0; v < BLK_NV; ++v) r.o[v] = r.n[v] = blk_vzero();
     return r;
 }
@@ -112,6 +123,7 @@ BLK_INLINE blk_part blk_lane(const blk_pass *ps, int64_t l, int mode, int vgate,
 
 /* p[l] + p[l+m]: the lower lanes' node on the left. */
 BLK_INLINE blk_part blk_add(blk_part x, blk_part y) {
+    BLK_UNROLL
     for (int v = 0; v < BLK_NV; ++v) {
         x.o[v] = blk_vadd(x.o[v], y.o[v]);
         x.n[v] = blk_vadd(x.n[v], y.n[v]);
@@ -193,7 +205,7 @@ typedef struct blk_job {
     int stream;      /* y is large: written around the caches */
     int direct_qk;   /* q and k are read in place (f32): no q, k chunk rows */
     int direct_v;    /* v is read in place (f32, whole blocks): no v chunk rows */
-    int direct_y;    /* y is streamed in place (f32, whole blocks, 32-byte aligned, large): no y chunk rows */
+    int direct_y;    /* y is streamed in place (f32, whole blocks, aligned to a vector, large): no y chunk rows */
     float *ws;       /* per-worker workspace, ws_stride floats each */
     size_t ws_stride;
     /* regions of a worker's workspace, in floats; the state [hu][nb][Dk][BLK_COLS] is at 0 */
@@ -211,6 +223,7 @@ typedef struct blk_job {
 #define BLK_IL 2               /* blocks stepped in lockstep, token by token */
 #define BLK_ITEMS_PER_THREAD 4 /* work items per thread, for balance */
 #define BLK_STATE_AHEAD 2      /* blocks of state_in prefetched ahead of the one being read */
+#define BLK_THREAD_UPDATES 4096.0 /* least state updates (Dk Dv per token and head) per thread */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -294,7 +307,7 @@ static void blk_state_prefetch(const gdn_delta_args *a, int64_t b, int64_t h, in
 
 /* A block's state Sb[Dk][BLK_COLS] from state_in (b, h, :, j0 .. j0+BLK_COLS-1); zero past Dv, and all zero
  * without state_in. */
-static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, float *Sb) {
+BLK_INLINE void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, float *Sb) {
     const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
     if (!a->state_in || ncols < BLK_COLS) memset(Sb, 0, sizeof(float) * (size_t)(Dk * BLK_COLS));
     if (!a->state_in) return;
@@ -318,7 +331,7 @@ static void blk_state_in(const gdn_delta_args *a, int64_t b, int64_t h, int64_t 
 }
 
 /* The real columns of a block's state Sb into state_out (b, h, :, j0 ..). */
-static void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, const float *Sb) {
+BLK_INLINE void blk_state_out(const gdn_delta_args *a, int64_t b, int64_t h, int64_t j0, const float *Sb) {
     const int64_t Dk = a->Dk, Dv = a->Dv, ncols = blk_min(BLK_COLS, Dv - j0);
     float *base = a->state_out + (b * a->Hv + h) * Dk * Dv;
     if (a->state_layout == GDN_STATE_KV && ncols == BLK_COLS) {
@@ -408,6 +421,7 @@ BLK_INLINE void blk_steps(const blk_job *job, float *ws, const blk_unit *un, int
             if (job->direct_v && u + 2 < n) blk_prefetch((const float *)a->v + rows->vy[u + 2] + vofs[s]);
             /* d = (v - g kv) beta (vector gate: (v - kv) beta) */
             const BLK_VEC beta = blk_vbcast(gb[1]);
+            BLK_UNROLL
             for (int v = 0; v < BLK_NV; ++v) {
                 const BLK_VEC vv = job->direct_v ? blk_vloadu((const float *)a->v + io + v * BLK_VW)
                                                  : blk_vload(vc + u * vstride + col[s] + v * BLK_VW);
@@ -416,6 +430,7 @@ BLK_INLINE void blk_steps(const blk_job *job, float *ws, const blk_unit *un, int
             /* update and readout of this token, fused with the kv of the next live token */
             kv[s] = blk_pass_groups(&P, BLK_FUSED, vgate, c, full);
             /* y = tree(S' . q) * scale, into y or the chunk's y rows */
+            BLK_UNROLL
             for (int v = 0; v < BLK_NV; ++v) {
                 const BLK_VEC y = blk_vmul(kv[s].o[v], scale);
                 if (job->direct_y)
@@ -467,8 +482,8 @@ static blk_steps_fn blk_steps_for(int64_t Dk, int vgate) {
 /* Blocks x0 .. x1-1 of an item (x = hu * nblk + blk: value head h0 + hu, columns c0 + blk * BLK_COLS) from
  * state_in into the item's state S, each one prefetched BLK_STATE_AHEAD blocks before it is read (*pfx: blocks
  * prefetched so far). */
-static void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, float *S, int64_t x0,
-                          int64_t x1, int64_t *pfx) {
+BLK_NOINLINE void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, float *S, int64_t x0,
+                                int64_t x1, int64_t *pfx) {
     const gdn_delta_args *a = &job->p->a;
     const int64_t total = (job->hu) * nblk, Dk = a->Dk;
     for (int64_t x = x0; x < x1; ++x) {
@@ -480,8 +495,8 @@ static void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64_t c0,
 }
 
 /* Blocks x0 .. x1-1 of an item out to state_out (if any). */
-static void blk_blocks_out(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, const float *S,
-                           int64_t x0, int64_t x1) {
+BLK_NOINLINE void blk_blocks_out(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, const float *S,
+                                 int64_t x0, int64_t x1) {
     const gdn_delta_args *a = &job->p->a;
     for (int64_t x = x0; x < x1 && a->state_out; ++x) {
         const int64_t hu = x / nblk, blk = x % nblk;
@@ -642,7 +657,12 @@ static gdn_status blk_run(const gdn__problem *p) {
     /* At least BLK_ITEMS_PER_THREAD items per thread when possible: with many key heads an item takes the
      * largest divisor nkh of Hk that keeps enough items (and its state within BLK_STATE_FLOATS); with few, the
      * columns split into groups of nb blocks. */
-    const int64_t want_items = BLK_ITEMS_PER_THREAD * (int64_t)p->threads, keyheads = a->B * a->Hk;
+    /* threads: as many as give each at least BLK_THREAD_UPDATES state updates (waking a pool thread costs more
+     * than a small call's work) */
+    const double updates = (double)a->B * (double)a->T * (double)a->Hv * (double)Dk * (double)a->Dv;
+    int threads = p->threads; /* an engine's runner picks its own threads: scratch for all of its worker ids */
+    while (!p->a.cpu_runner && threads > 1 && updates < (double)threads * BLK_THREAD_UPDATES) --threads;
+    const int64_t want_items = BLK_ITEMS_PER_THREAD * (int64_t)threads, keyheads = a->B * a->Hk;
     job.nkh = 1;
     for (int64_t d = 2; d <= a->Hk; ++d)
         if (a->Hk % d == 0 && keyheads / d >= want_items && d * G * job.blocks * Dk * BLK_COLS <= BLK_STATE_FLOATS)
@@ -656,7 +676,7 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
     job.direct_qk = a->dtype == GDN_F32;
     job.direct_v = a->dtype == GDN_F32 && a->Dv % BLK_COLS == 0;
-    job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % 32 == 0;
+    job.direct_y = job.direct_v && job.stream && (uintptr_t)a->y % (sizeof(float) * BLK_VW) == 0; /* blk_vstream */
     /* tokens per chunk: q, k rows within BLK_CHUNK_FLOATS each, v and y chunk rows (and vector gate rows) too */
     int64_t tc = blk_min(BLK_MAX_TC, blk_min(a->T, BLK_CHUNK_FLOATS / Dk));
     if (!job.direct_qk) tc = blk_min(tc, BLK_CHUNK_FLOATS / (job.nkh * Dk));
@@ -679,12 +699,11 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.off_kv = job.off_gb + blk_round((size_t)(job.tc * job.hu * 2));
     job.ws_stride = job.off_kv + (size_t)(job.hu * job.nb) * (sizeof(blk_part) / sizeof(float));
     int64_t ws_bytes = 0;
-    if (!gdn__size_mul((int64_t)job.ws_stride, (int64_t)sizeof(float) * p->threads, &ws_bytes) ||
-        !gdn__size_fits(ws_bytes))
+    if (!gdn__size_mul((int64_t)job.ws_stride, (int64_t)sizeof(float) * threads, &ws_bytes) || !gdn__size_fits(ws_bytes))
         return GDN_ERR_OUT_OF_MEMORY;
     job.ws = aligned_alloc(64, (size_t)ws_bytes);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(p, a->B * a->Hk / job.nkh * job.groups, blk_item, &job);
+    gdn__parallel_for(p, a->B * a->Hk / job.nkh * job.groups, threads, blk_item, &job);
     free(job.ws);
     return GDN_OK;
 }

@@ -394,7 +394,7 @@ static void kv_run(const gdn__problem *p) {
     job.heads = a->B * a->Hv;
     const int64_t want = (int64_t)p->threads * KV_ITEMS_PER_THREAD;
     job.items = job.heads < want ? job.heads : want;
-    gdn__parallel_for(p, job.items, kv_item, &job);
+    gdn__parallel_for(p, job.items, p->threads, kv_item, &job);
 }
 
 /* VK or KV layout, Dk = 128, T <= 2, and the CPU has AVX2 and FMA. */
@@ -413,6 +413,6 @@ gdn_status gdn__delta_packed_decode_avx2(const gdn__problem *p, const gdn__varia
         return GDN_OK;
     }
     dec_job job = {p};
-    gdn__parallel_for(p, p->a.B * p->a.Hv, dec_item, &job);
+    gdn__parallel_for(p, p->a.B * p->a.Hv, p->threads, dec_item, &job);
     return GDN_OK;
 }

@@ -1,0 +1,117 @@
+/* A C emulation of the AVX-512 intrinsics that packed_avx512.c and packed_decode_avx512.c use, lane by lane as
+ * Intel's guide defines them, so that their code runs (slowly) on a machine without AVX-512. For checking the
+ * kernels' logic only: force-included into those two files, built with -mavx2 -mfma and no AVX-512 flag, aligned
+ * loads and stores assert their 64-byte alignment. GDN_AVX512_EMULATED makes gdn__cpu_has_avx512 (and test_routing)
+ * say yes. The whole suite so, on any AVX2 machine (a testing build, never shipped):
+ *
+ *     make BUILD=build/emu GDN_CUDA=0 AVX512_FLAGS="-mavx2 -mfma -include dev/avx512_emu.h" \
+ *         CFLAGS=-DGDN_AVX512_EMULATED test
+ *     cc -std=c11 -O2 -Iinclude dev/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check &&
+ *         build/emu/avx512_check */
+#ifndef GDN_DEV_AVX512_EMU_H
+#define GDN_DEV_AVX512_EMU_H
+
+#include <assert.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct emu512 {
+    float x[16];
+} emu512;
+
+#define __m512 emu512
+
+static inline emu512 emu512_setzero(void) {
+    emu512 r;
+    for (int i = 0; i < 16; ++i) r.x[i] = 0.0f;
+    return r;
+}
+static inline emu512 emu512_set1(float a) {
+    emu512 r;
+    for (int i = 0; i < 16; ++i) r.x[i] = a;
+    return r;
+}
+static inline emu512 emu512_loadu(const float *p) {
+    emu512 r;
+    memcpy(r.x, p, sizeof r.x);
+    return r;
+}
+static inline emu512 emu512_load(const float *p) {
+    assert((uintptr_t)p % 64 == 0);
+    return emu512_loadu(p);
+}
+static inline void emu512_storeu(float *p, emu512 a) { memcpy(p, a.x, sizeof a.x); }
+static inline void emu512_store(float *p, emu512 a) {
+    assert((uintptr_t)p % 64 == 0);
+    emu512_storeu(p, a);
+}
+static inline emu512 emu512_fmadd(emu512 a, emu512 b, emu512 c) {
+    for (int i = 0; i < 16; ++i) c.x[i] = fmaf(a.x[i], b.x[i], c.x[i]);
+    return c;
+}
+static inline emu512 emu512_mul(emu512 a, emu512 b) {
+    for (int i = 0; i < 16; ++i) a.x[i] = a.x[i] * b.x[i];
+    return a;
+}
+static inline emu512 emu512_add(emu512 a, emu512 b) {
+    for (int i = 0; i < 16; ++i) a.x[i] = a.x[i] + b.x[i];
+    return a;
+}
+static inline emu512 emu512_sub(emu512 a, emu512 b) {
+    for (int i = 0; i < 16; ++i) a.x[i] = a.x[i] - b.x[i];
+    return a;
+}
+/* per 128-bit chunk k: (a0 b0 a1 b1) and (a2 b2 a3 b3) */
+static inline emu512 emu512_unpacklo(emu512 a, emu512 b) {
+    emu512 r;
+    for (int k = 0; k < 4; ++k) {
+        r.x[4 * k] = a.x[4 * k];
+        r.x[4 * k + 1] = b.x[4 * k];
+        r.x[4 * k + 2] = a.x[4 * k + 1];
+        r.x[4 * k + 3] = b.x[4 * k + 1];
+    }
+    return r;
+}
+static inline emu512 emu512_unpackhi(emu512 a, emu512 b) {
+    emu512 r;
+    for (int k = 0; k < 4; ++k) {
+        r.x[4 * k] = a.x[4 * k + 2];
+        r.x[4 * k + 1] = b.x[4 * k + 2];
+        r.x[4 * k + 2] = a.x[4 * k + 3];
+        r.x[4 * k + 3] = b.x[4 * k + 3];
+    }
+    return r;
+}
+/* per 128-bit chunk: a[imm bits 1:0], a[3:2], b[5:4], b[7:6] */
+static inline emu512 emu512_shuffle(emu512 a, emu512 b, int imm) {
+    emu512 r;
+    for (int k = 0; k < 4; ++k) {
+        r.x[4 * k] = a.x[4 * k + (imm & 3)];
+        r.x[4 * k + 1] = a.x[4 * k + ((imm >> 2) & 3)];
+        r.x[4 * k + 2] = b.x[4 * k + ((imm >> 4) & 3)];
+        r.x[4 * k + 3] = b.x[4 * k + ((imm >> 6) & 3)];
+    }
+    return r;
+}
+static inline __m128 emu512_extract4(emu512 a, int k) { return _mm_loadu_ps(a.x + 4 * k); }
+
+#define _mm512_setzero_ps() emu512_setzero()
+#define _mm512_set1_ps(a) emu512_set1(a)
+#define _mm512_loadu_ps(p) emu512_loadu((const float *)(p))
+#define _mm512_load_ps(p) emu512_load((const float *)(p))
+#define _mm512_storeu_ps(p, a) emu512_storeu((float *)(p), (a))
+#define _mm512_store_ps(p, a) emu512_store((float *)(p), (a))
+#define _mm512_stream_ps(p, a) emu512_store((float *)(p), (a))
+#define _mm512_fmadd_ps(a, b, c) emu512_fmadd((a), (b), (c))
+#define _mm512_mul_ps(a, b) emu512_mul((a), (b))
+#define _mm512_add_ps(a, b) emu512_add((a), (b))
+#define _mm512_sub_ps(a, b) emu512_sub((a), (b))
+#define _mm512_unpacklo_ps(a, b) emu512_unpacklo((a), (b))
+#define _mm512_unpackhi_ps(a, b) emu512_unpackhi((a), (b))
+#define _mm512_shuffle_ps(a, b, imm) emu512_shuffle((a), (b), (imm))
+#define _mm512_castps512_ps128(a) emu512_extract4((a), 0)
+#define _mm512_extractf32x4_ps(a, k) emu512_extract4((a), (k))
+
+#endif
