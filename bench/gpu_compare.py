@@ -121,10 +121,11 @@ def profile(lib, cases=None):
     "B:T:kv|vk:kernel:variant,..." instead of the default ones."""
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    todo = ((1, 2048, gdn.STATE_KV, "cuda_packed", 0), (1, 2048, gdn.STATE_KV, "cuda_rowsplit", 4), (1, 7, gdn.STATE_VK, "cuda_rowsplit", 4),
-            (256, 1, gdn.STATE_VK, "cuda_decode", 32), (1, 1, gdn.STATE_VK, "cuda_decode", 32))
+    todo = ((1, 2048, gdn.STATE_KV, "cuda_packed", None), (1, 2048, gdn.STATE_KV, "cuda_rowsplit", "warps4"),
+            (1, 7, gdn.STATE_VK, "cuda_rowsplit", "warps4"), (256, 1, gdn.STATE_VK, "cuda_decode", "stream"),
+            (1, 1, gdn.STATE_VK, "cuda_decode", "stream"))
     if cases:
-        todo = [(int(B), int(T), gdn.STATE_KV if lay == "kv" else gdn.STATE_VK, kern, int(var))
+        todo = [(int(B), int(T), gdn.STATE_KV if lay == "kv" else gdn.STATE_VK, kern, None if var == "0" else var)
                 for B, T, lay, kern, var in (c.split(":") for c in cases.split(","))]
     for B, T, layout, kernel, var in todo:
         s = make_set(B, T, gen)
@@ -134,7 +135,7 @@ def profile(lib, cases=None):
         for _ in range(2):
             gdn.run_variant(lib, a, kernel, var)
         torch.cuda.synchronize()
-        print("profiled B=%d T=%d %s/%d layout %d" % (B, T, kernel, var, layout))
+        print("profiled B=%d T=%d %s:%s layout %d" % (B, T, kernel, var, layout))
 
 
 def main():
@@ -149,7 +150,7 @@ def main():
     opt = ap.parse_args()
 
     lib = gdn.load()
-    assert lib.gdn_cuda_device_count() > 0, "libgdn sees no CUDA device"
+    assert lib.gdn_device_count(gdn.BACKEND_CUDA) > 0, "libgdn sees no CUDA device"
     if opt.profile:
         return profile(lib, opt.profile_cases)
     try:
@@ -210,15 +211,16 @@ def main():
 
         # ours: routed, then each variant, both layouts (packed v1, v2, v5 and decode/generic beyond a few tokens
         # lost in earlier runs: docs/kernels/)
-        variants = [("routed", None, 0)]
-        variants += [("cuda_rowsplit/w%d" % w, "cuda_rowsplit", w) for w in (4, 8, 16)] if T > 1 else []
-        variants += [("cuda_packed/v0", "cuda_packed", 0)] + ([("cuda_packed/v2", "cuda_packed", 2)] if T > 1 else [])
-        variants += [("cuda_packed/v%d" % v, "cuda_packed", v) for v in (6, 8)] if T > 1 else []
-        variants += [("cuda_window", "cuda_window", 0)] if T <= 8 else []
-        decode_widths = (2, 32) if opt.window else (1, 2, 4, 8, 32, 102, 104, 332, 432)
-        variants += [("cuda_decode/%d" % n, "cuda_decode", n) for n in decode_widths] if T <= 7 else []
-        variants += [("cuda_generic", "cuda_generic", 0)] if T <= 7 and not opt.window else []
-        variants += [("routed_last", None, 0)]  # the routed call again, measured last: an order effect shows here
+        variants = [("routed", None, None)]
+        variants += [("cuda_rowsplit:warps%d" % w, "cuda_rowsplit", "warps%d" % w) for w in (4, 8, 16)] if T > 1 else []
+        variants += [("cuda_packed:l4p1w4", "cuda_packed", "l4p1w4")]
+        variants += [("cuda_packed:" + v, "cuda_packed", v) for v in ("l8p2w4", "l4p1w4_tile", "l8p1w8_tile")] if T > 1 else []
+        variants += [("cuda_window", "cuda_window", None)] if T <= 8 else []
+        decode_variants = ("warp2", "stream") if opt.window else ("warp1", "warp2", "warp4", "warp8", "stream", "stream_stages2",
+                                                               "stream_stages4", "stream_sync", "stream_ws")
+        variants += [("cuda_decode:" + n, "cuda_decode", n) for n in decode_variants] if T <= 7 else []
+        variants += [("cuda_generic", "cuda_generic", None)] if T <= 7 and not opt.window else []
+        variants += [("routed_last", None, None)]  # the routed call again, measured last: an order effect shows here
         ours_kv = ours_vk = None
         for layout, lname in ((gdn.STATE_KV, "kv"), (gdn.STATE_VK, "vk")):
             routed_name = gdn.route(lib, our_args(probe, B, T, layout, y, st))
@@ -228,7 +230,7 @@ def main():
 
                 def make_fn(a, kernel=kernel, var=var):
                     def fn():
-                        a.cuda_stream = torch.cuda.current_stream().cuda_stream
+                        a.stream = torch.cuda.current_stream().cuda_stream
                         if kernel is None:
                             gdn.delta(lib, a)
                         else:
@@ -254,7 +256,7 @@ def main():
                     a = our_args(s, B, T, layout, y, c)
                     a.state_in = c.data_ptr()
                     in_place.append(a)
-                fns = [make_fn(a, None, 0) for a in in_place]
+                fns = [make_fn(a, None, None) for a in in_place]
                 sec = time_calls(fns)
                 record("routed_in_place", lname, sec[:3], sec[3])
                 del copies

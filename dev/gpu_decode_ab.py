@@ -5,9 +5,9 @@ bench/gpu_compare.py's CUDA-graph timing, medians), each checked bitwise (y and 
     python3 dev/gpu_decode_ab.py [name=path/to/libgdn.so ...] build:[kernel:]variant ... [B=1,8,64,256] [T=1,7]
                                    [layout=vk|kv]
 
-Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a variant of `kernel`
-(default cuda_decode; the ids are listed in src/gdn_internal.h and src/delta/cuda/warp.cu: 32 streamed, 102 .. 104
-ring depth, 332 / 432 block-synchronous / warp-specialized; other kernels' ids there too, e.g. new:cuda_packed:8).
+Build "new" is this checkout's build/pic/libgdn.so; variant 0 is the routed call, else a named variant of `kernel`
+(default cuda_decode: warp1 .. warp8, stream, stream_stages2 .. 4, stream_sync, stream_ws; `gdn list` and
+gdn_kernel_variant_name list every kernel's, e.g. new:cuda_packed:l8p1w8_tile).
 Writes $OUT/decode_ab.json (OUT defaults to /tmp).
 """
 import json
@@ -39,7 +39,7 @@ def main():
             libs[name] = gdn.load(path)
         else:
             parts = arg.split(":")
-            combos.append((parts[0], parts[1] if len(parts) == 3 else "cuda_decode", int(parts[-1])))
+            combos.append((parts[0], parts[1] if len(parts) == 3 else "cuda_decode", parts[-1]))
     out = []
     lname = "kv" if layout == gdn.STATE_KV else "vk"
     for T in windows:
@@ -55,7 +55,7 @@ def main():
             bw = G.copy_bandwidth_tbps()
 
             def run(name, kernel, var, a):
-                if var == 0:
+                if var == "0":
                     gdn.delta(libs[name], a)
                 else:
                     gdn.run_variant(libs[name], a, kernel, var)
@@ -66,7 +66,7 @@ def main():
                     a = G.our_args(s, B, T, layout, y, st)
 
                     def fn(a=a):
-                        a.cuda_stream = torch.cuda.current_stream().cuda_stream
+                        a.stream = torch.cuda.current_stream().cuda_stream
                         run(name, kernel, var, a)
                     fns.append(fn)
                 return fns

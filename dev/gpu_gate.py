@@ -32,7 +32,7 @@ def calls(lib, sets, B, T, layout, raw, head):
             a.beta_kind, a.beta = gdn.BETA_LOGIT, s["braw"].data_ptr()
 
         def fn(a=a, y=y, st=st):
-            a.cuda_stream = torch.cuda.current_stream().cuda_stream
+            a.stream = torch.cuda.current_stream().cuda_stream
             gdn.delta(lib, a)
         fns.append(fn)
     return fns

@@ -1,4 +1,4 @@
-"""A thin ctypes binding of libgdn for the benchmarks: gdn_delta and the CUDA variant hook over raw pointers.
+"""A thin ctypes binding of libgdn for the benchmarks: gdn_delta over raw pointers, kernels and their named variants.
 
 Build the shared library first (`make shared`: build/pic/libgdn.so). Pointers are integers (host addresses, or
 device addresses such as torch's tensor.data_ptr()); the stream is an integer cudaStream_t (0: default).
@@ -23,8 +23,9 @@ class DeltaArgs(ctypes.Structure):
         ("gate_kind", ctypes.c_int), ("gate", ctypes.c_void_p), ("A_log", ctypes.c_void_p), ("dt_bias", ctypes.c_void_p),
         ("beta_kind", ctypes.c_int), ("beta", ctypes.c_void_p), ("mask", ctypes.c_void_p),
         ("state_layout", ctypes.c_int), ("state_in", ctypes.c_void_p), ("state_out", ctypes.c_void_p),
-        ("scale", ctypes.c_float), ("backend", ctypes.c_int), ("cuda_stream", ctypes.c_void_p),
-        ("kernel", ctypes.c_char_p), ("threads", ctypes.c_int),
+        ("scale", ctypes.c_float), ("backend", ctypes.c_int), ("stream", ctypes.c_void_p),
+        ("kernel", ctypes.c_char_p), ("threads", ctypes.c_int), ("cpu_runner", ctypes.c_void_p),
+        ("reserved", ctypes.c_uint64 * 8),
     ]
 
 
@@ -37,8 +38,7 @@ def load(path=None):
     lib.gdn_delta.restype = ctypes.c_int
     lib.gdn_route.argtypes = [ctypes.POINTER(DeltaArgs), ctypes.POINTER(ctypes.c_char_p)]
     lib.gdn_route.restype = ctypes.c_int
-    lib.gdn__cuda_run_variant.argtypes = [ctypes.POINTER(DeltaArgs), ctypes.c_char_p, ctypes.c_int]
-    lib.gdn__cuda_run_variant.restype = ctypes.c_int
+    lib.gdn_last_error.restype = ctypes.c_char_p
     lib.gdn_status_str.argtypes = [ctypes.c_int]
     lib.gdn_status_str.restype = ctypes.c_char_p
     lib.gdn_device_count.argtypes = [ctypes.c_int]
@@ -58,7 +58,7 @@ def args(**kw):
 
 def check(lib, status):
     if status != 0:
-        raise RuntimeError("libgdn: %s" % lib.gdn_status_str(status).decode())
+        raise RuntimeError("libgdn: %s (%s)" % (lib.gdn_status_str(status).decode(), lib.gdn_last_error().decode()))
 
 
 def delta(lib, a):
@@ -66,9 +66,14 @@ def delta(lib, a):
     check(lib, lib.gdn_delta(ctypes.byref(a)))
 
 
-def run_variant(lib, a, kernel, variant):
-    """One CUDA kernel variant ("cuda_packed" id, "cuda_decode" columns per warp, "cuda_generic")."""
-    check(lib, lib.gdn__cuda_run_variant(ctypes.byref(a), kernel.encode(), variant))
+def run_variant(lib, a, kernel, variant=None):
+    """Kernel `kernel` forced, at its named variant (gdn_kernel_variant_name; None: its routed form)."""
+    saved = a.kernel
+    a.kernel = (kernel if variant is None else "%s:%s" % (kernel, variant)).encode()
+    try:
+        check(lib, lib.gdn_delta(ctypes.byref(a)))
+    finally:
+        a.kernel = saved
 
 
 def route(lib, a):
