@@ -96,6 +96,7 @@ typedef struct gdn_cpu_runner {
     void (*parallel_for)(void *user, int64_t n, gdn_task_fn fn, void *task);
     void *user;
     int workers; /* the most worker ids the runner uses (>= 1): the library keeps scratch for that many */
+    void *reserved[4]; /* must be NULL: room for later fields */
 } gdn_cpu_runner;
 
 /* The arguments of one call. Zero-initialize, then fill in: fields left zero take their documented default. */
@@ -147,7 +148,7 @@ const char *gdn_kernel_variant_name(int index, int variant);
 const char *gdn_status_str(gdn_status status);
 
 /* What the calling thread's last failed call found, naming the argument: for example
- * "gdn_delta: args->Dv = 0: must be at least 1". Empty after a call that returned GDN_OK. Never NULL; valid
+ * "args->Dv = 0: must be at least 1". Empty after a call that returned GDN_OK. Never NULL; valid
  * until the thread's next call into the library. */
 const char *gdn_last_error(void);
 

@@ -58,7 +58,7 @@ GDN_DELTA_KERNELS(GDN__DECLARE)
 extern const gdn__kernel gdn__kernels[];
 extern const int gdn__kernel_total;
 
-/* Validation and routing (src/core/api.c, src/core/route.c). */
+/* Validation (src/delta/args.c) and routing (src/core/route.c). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once: 0 disables every packed kernel */

@@ -5,16 +5,16 @@ extern "C" {
 
 /* Number of CUDA devices, asked once (0 when the driver is missing or reports none). */
 int gdn__cuda_devices(void) {
-    static int count = -1;
-    if (count < 0) {
+    static int count = -1; /* -1: not asked yet; racing first callers store the same answer */
+    if (__atomic_load_n(&count, __ATOMIC_RELAXED) < 0) {
         int n = 0;
         if (cudaGetDeviceCount(&n) != cudaSuccess) {
             n = 0;
             cudaGetLastError(); /* clear the error so that later calls start clean */
         }
-        count = n;
+        __atomic_store_n(&count, n, __ATOMIC_RELAXED);
     }
-    return count;
+    return __atomic_load_n(&count, __ATOMIC_RELAXED);
 }
 
 

@@ -539,14 +539,16 @@ static inline int gdn_cuda_items32_in_one_wave(const gdn__problem *p) {
 
 /* Largest dynamic shared memory a block may use on the current device, read once (48 KB if the query fails). */
 static inline int gdn_cuda_smem_optin(void) {
-    static int bytes = -1;
-    if (bytes < 0) {
+    static int bytes = -1; /* racing first callers store the same answer */
+    int b = __atomic_load_n(&bytes, __ATOMIC_RELAXED);
+    if (b < 0) {
         int dev = 0, v = 48 * 1024;
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             v = 48 * 1024;
-        bytes = v;
+        __atomic_store_n(&bytes, v, __ATOMIC_RELAXED);
+        b = v;
     }
-    return bytes;
+    return b;
 }
 
 /* Lets `kernel` launch with up to the opt-in shared memory per block (needed above 48 KB). Every caller sets the

@@ -19,7 +19,7 @@ static int overlaps(extent x, extent y) {
     return a < b + (uintptr_t)y.bytes && b < a + (uintptr_t)x.bytes;
 }
 
-#define FAIL(status, ...) gdn__fail(status, "gdn_delta: " __VA_ARGS__)
+#define FAIL(status, ...) gdn__fail(status, __VA_ARGS__)
 
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (!args) return FAIL(GDN_ERR_NULL_POINTER, "args is NULL");
@@ -53,6 +53,8 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (a->cpu_runner && (!a->cpu_runner->parallel_for || a->cpu_runner->workers < 1))
         return FAIL(a->cpu_runner->parallel_for ? GDN_ERR_BAD_SIZE : GDN_ERR_NULL_POINTER, "args->cpu_runner->%s",
                     a->cpu_runner->parallel_for ? "workers must be at least 1" : "parallel_for is NULL");
+    for (int i = 0; a->cpu_runner && i < 4; ++i)
+        if (a->cpu_runner->reserved[i]) return FAIL(GDN_ERR_RESERVED, "args->cpu_runner->reserved[%d] is not NULL", i);
 
     /* Every tensor's byte count, and one (b, h) state's (the kernels' workspaces hold one or a few), within
      * GDN_SIZE_LIMIT: whether or not a state is passed, so that no kernel's size arithmetic can wrap. */
@@ -158,7 +160,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
 }
 
 gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
-    if (!kernel_name) return gdn__fail(GDN_ERR_NULL_POINTER, "gdn_route: kernel_name is NULL");
+    if (!kernel_name) return gdn__fail(GDN_ERR_NULL_POINTER, "kernel_name is NULL");
     gdn__problem p;
     gdn_status s = gdn__validate(args, &p);
     if (s != GDN_OK) return s;

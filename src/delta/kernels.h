@@ -4,8 +4,8 @@
  *
  *     X(name, backend, packed)
  *
- * name     the public name; the kernel lives in src/delta/<backend>/<name>.c (CPU) or
- *          src/delta/cuda/<name without "cuda_">.cu, which defines
+ * name     the public name; the kernel lives in src/delta/cpu/<name>.c (ref: src/delta/ref.c, beside the oracle)
+ *          or src/delta/cuda/<name without "cuda_">.cu, which defines
  *              int gdn__delta_<name>_eligible(const gdn__problem *p);  can run these arguments on this machine
  *              int gdn__delta_<name>_routed(const gdn__problem *p);    the router takes it (implies eligible)
  *              gdn_status gdn__delta_<name>(const gdn__problem *p, const gdn__variant *v);  v NULL: the routed form

@@ -24,7 +24,7 @@ TEST(api_last_error_names_the_field) {
             {"args->y overlaps args->v", GDN_ERR_OVERLAP}, {"args->reserved[5]", GDN_ERR_RESERVED},
             {"args->kernel", GDN_ERR_UNKNOWN_KERNEL}, {"no such variant", GDN_ERR_UNKNOWN_KERNEL},
             {"args->state_out", GDN_ERR_ALIGNMENT}, {"args->cpu_runner->parallel_for", GDN_ERR_NULL_POINTER}};
-        const gdn_cpu_runner broken = {NULL, NULL, 2};
+        const gdn_cpu_runner broken = {NULL, NULL, 2, {NULL}};
         for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); ++i) {
             gdn_delta_args a = case_args(&c);
             a.y = y, a.state_out = s;
@@ -124,7 +124,7 @@ TEST(api_cpu_runner_gives_the_pools_bits) {
             CHECK(st0 == GDN_OK);
             for (int workers = 1; workers <= 3; ++workers) {
                 engine e = {workers, 0, 0};
-                const gdn_cpu_runner runner = {engine_parallel_for, &e, workers};
+                const gdn_cpu_runner runner = {engine_parallel_for, &e, workers, {NULL}};
                 gdn_delta_args a = case_args(&c);
                 poison(y, ny);
                 poison(s, ns);

@@ -123,7 +123,8 @@ int gdn__delta_portable_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_
  * (T=1, Hv=1, Dk=32, Dv=1: ref 0.56 us, portable 0.67 us). */
 int gdn__delta_portable_routed(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
-    return gdn__delta_portable_eligible(p) && gdn__portable_fast() && a->B * a->T * a->Hv * a->Dk * a->Dv >= 128;
+    return gdn__delta_portable_eligible(p) && gdn__portable_fast() &&
+           (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dk * (double)a->Dv >= 128.0;
 }
 
 const gdn__variant gdn__delta_portable_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
