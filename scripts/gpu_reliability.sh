@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reliability on the GPU machine (docs/RELIABILITY.md, "CUDA backend"). Builds the CUDA tests as scripts/gpu_run.sh
-# does (sm_90, PIC objects), runs the CUDA streams test (tests/delta/test_cuda_streams.c) in fresh processes, then
+# does (sm_90, CMake, build/pic), runs the CUDA streams test (tests/delta/test_cuda_streams.c) in fresh processes, then
 # compute-sanitizer memcheck, racecheck and synccheck over the whole sample of tests/delta/test_cuda.c: the sample is
 # cut into cost tiers (B*T*Hv*Dk*Dv, smallest first) and each tier into shards, one process per shard, the three
 # tools side by side, every process under one deadline so that the script ends within REL_BUDGET seconds. A tier
@@ -28,7 +28,7 @@ TIERS=${SAN_TIERS:-0:2e6 2e6:3e7 3e7:3e8}
 export GDN_TEST_CUDA_CASES=${SAN_CASES:-160}
 if [[ -d /usr/local/cuda/lib64 ]]; then CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; else CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}; fi
 SAN=${SAN_BIN:-$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")}
-BIN=build/pic/test_gpu_rel
+BIN=build/pic/test_gdn # the filters cuda_streams and cuda_kernels pick test_cuda_streams.c's and test_cuda.c's tests
 status=0
 
 say() { echo "[$(($(date +%s) - T0)) s] $*"; }
@@ -44,12 +44,13 @@ SOFT_DEADLINE=$((DEADLINE - 40)) # no new case after this (tests/delta/test_cuda
 } > "$OUT/rel_machine.txt" 2>&1
 cat "$OUT/rel_machine.txt"
 
-# ---- build: the library as scripts/gpu_run.sh builds it, one test binary with the CUDA tests ----
+# ---- build: the library and the test binary as scripts/gpu_run.sh builds them (CMake, build/pic) ----
 t=$(date +%s)
-if ! make -j"$J" BUILD=build/pic PIC=1 build/pic/libgdn.a > "$LOGS/build.log" 2>&1 ||
-    ! gcc -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -Iinclude -Isrc -Itests -DGDN_HAVE_CUDA \
-        -I"$CUDA_HOME/include" tests/harness.c tests/gdn_case.c tests/delta/test_cuda.c tests/delta/test_cuda_streams.c \
-        build/pic/libgdn.a -o "$BIN" -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread >> "$LOGS/build.log" 2>&1; then
+# shellcheck source=cmake/find_cmake.sh
+. cmake/find_cmake.sh
+if ! { "$CMAKE" -S . -B build/pic -DGDN_CUDA=ON -DGDN_TESTING=ON -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" \
+           -DCUDAToolkit_ROOT="$CUDA_HOME" &&
+       "$CMAKE" --build build/pic -j "$J" --target test_gdn; } > "$LOGS/build.log" 2>&1; then
     tail -40 "$LOGS/build.log"
     exit 1
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one script for the GPU machine: builds libgdn for sm_90 (PIC objects: build/pic/libgdn.a and .so), runs the
+# The one script for the GPU machine: builds libgdn for sm_90 (the CMake build in build/pic: libgdn.a, libgdn.so and
+# test_gdn; cmake from the system or from a wheel in .whl/, see cmake/find_cmake.sh), runs the
 # CUDA tests (every CUDA kernel bitwise against the CPU ref), the tests under compute-sanitizer (memcheck,
 # racecheck, synccheck), and the side-by-side benchmark with flash-linear-attention. Logs and JSON go under $OUT;
 # a short table is printed last.
@@ -17,7 +18,6 @@ MODE=${1:-all}
 J=$(nproc)
 export GDN_THREADS=$J PYTHONUNBUFFERED=1
 if [[ -d /usr/local/cuda/lib64 ]]; then CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}; else CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}; fi
-CUDA_INC=$CUDA_HOME/include
 status=0
 
 {
@@ -27,15 +27,17 @@ status=0
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-# ---- build ----
+# ---- build: CMake, CUDA on, the testing build (test-only modes; libgdn.so exports what python/gdn.py calls) ----
 t0=$(date +%s)
-if ! make -j"$J" BUILD=build/pic PIC=1 build/pic/libgdn.a build/pic/libgdn.so > "$OUT/build.log" 2>&1; then
+# shellcheck source=cmake/find_cmake.sh
+. cmake/find_cmake.sh
+if ! { "$CMAKE" -S . -B build/pic -DGDN_CUDA=ON -DGDN_TESTING=ON -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" \
+           -DCUDAToolkit_ROOT="$CUDA_HOME" &&
+       "$CMAKE" --build build/pic -j "$J" --target libgdn_static libgdn_shared test_gdn; } > "$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log"
     exit 1
 fi
-gcc -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -Iinclude -Isrc -Itests -DGDN_HAVE_CUDA \
-    -I"$CUDA_INC" tests/harness.c tests/delta/test_cuda.c build/pic/libgdn.a -o build/pic/test_cuda \
-    -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+TEST_BIN=build/pic/test_gdn # the CUDA tests are those named cuda_ (test_cuda.c, test_cuda_streams.c, routing's)
 echo "build: $(( $(date +%s) - t0 )) s"
 python3 - $(find build/pic/src -name "*.ptxas.log") > "$OUT/ptxas.txt" <<'PY'
 import re, sys
@@ -55,7 +57,7 @@ echo "ptxas: $(grep -c regs "$OUT/ptxas.txt") kernels, $(awk '$5 != 0 || $8 != 0
 # ---- tests ----
 if [[ $MODE == all || $MODE == test || $MODE == quick || $MODE == ours || $MODE == window ]]; then
     t0=$(date +%s)
-    ./build/pic/test_cuda > "$OUT/test.log" 2>&1 || status=1
+    ./$TEST_BIN cuda_ > "$OUT/test.log" 2>&1 || status=1
     echo "test: $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/test.log")"
     grep -E "cuda:|FAIL|mismatch" "$OUT/test.log" | head -20
 fi
@@ -65,7 +67,7 @@ if [[ $MODE == all || $MODE == sanitize ]]; then
     for tool in memcheck racecheck synccheck; do
         t0=$(date +%s)
         GDN_TEST_CUDA_CASES=${SAN_CASES:-12} GDN_TEST_CUDA_MAXCOST=2e6 timeout "${SAN_TIMEOUT:-150}" \
-            compute-sanitizer --tool "$tool" --error-exitcode 3 ./build/pic/test_cuda cuda_kernels > "$OUT/sanitize_$tool.log" 2>&1
+            compute-sanitizer --tool "$tool" --error-exitcode 3 ./$TEST_BIN cuda_kernels > "$OUT/sanitize_$tool.log" 2>&1
         rc=$?
         [[ $rc == 0 ]] || status=1
         echo "compute-sanitizer $tool: rc $rc, $(( $(date +%s) - t0 )) s: $(grep -E 'ERROR SUMMARY|passed' "$OUT/sanitize_$tool.log" | tr '\n' ' ')"
@@ -92,7 +94,7 @@ if [[ $MODE == profile ]]; then
     if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == rowsplit ]]; then
         # rowsplit W=4, T=2048, KV
         profile_kernel rowsplit gdn_delta_rowsplit "stall|inst_executed|issue_active"
-        cuobjdump -sass build/pic/src/delta/cuda/rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
+        cuobjdump -sass build/pic/CMakeFiles/gdn_objects.dir/src/delta/cuda/rowsplit.cu.o | awk '/Function : .*rowsplit.*ILi4ELi4ELb0E/{p=1; print; next} /Function :/{p=0} p' \
             > "$OUT/rowsplit_w4.sass" 2>&1
     fi
     if [[ ${PROFILE:-all} == all || ${PROFILE:-all} == decode ]]; then
