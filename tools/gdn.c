@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/checked.h"
 #include "gdn_testing.h"
@@ -274,6 +275,19 @@ static int cmd_run(int argc, char **argv) {
             return 2;
         }
         ++i;
+    }
+    /* What the f32 run holds at once: per token q, k (Hk D f32 each), v, y, y_ref, y (Hv D f32 each), the oracle's y
+     * (Hv D f64), gate and beta; and five f32 states and the oracle's f64 one. More than this machine's memory is
+     * reported before anything is allocated: with memory overcommitted, a huge malloc succeeds and the fill would
+     * not return. */
+    const double need = (double)T * (2.0 * QWEN_HK * QWEN_D * 4 + 4.0 * QWEN_HV * QWEN_D * 4 + QWEN_HV * QWEN_D * 8.0 +
+                                     2.0 * QWEN_HV * 4) +
+                        QWEN_HV * (double)QWEN_D * QWEN_D * (5.0 * 4 + 8);
+    const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0.0 && need > have) {
+        fprintf(stderr, "gdn run: out of memory for T=%lld: it needs %.1f GiB, this machine has %.1f GiB\n",
+                (long long)T, need / 1073741824.0, have / 1073741824.0);
+        return 1;
     }
     const int threads = gdn_cpu_threads();
     run_floor fl = {tool_fma_peak_gflops(threads), tool_copy_gbps(threads), 0.0};

@@ -315,6 +315,41 @@ static void filtered_case(case_filter *f, const cuda_case *c, uint64_t seed, cud
     }
 }
 
+/* GDN_CHECK_POINTERS=1 (read once; ctest runs this test a second time with it set: cuda_check_pointers_on): host
+ * pointers on the CUDA backend are GDN_ERR_NOT_DEVICE_MEMORY and nothing is launched; device pointers run. Without the
+ * switch a host pointer is not checked, so only the switch's state is checked then. */
+TEST(cuda_check_pointers) {
+    const char *e = getenv("GDN_CHECK_POINTERS");
+    const int on = e && strcmp(e, "1") == 0;
+    CHECK(strstr(gdn_env_report(), on ? "check that every pointer is device memory" : "CUDA pointers not checked") != NULL);
+    if (!on || gdn_device_count(GDN_BACKEND_CUDA) == 0) return;
+    const cuda_case c = {2, 3, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, 0};
+    host_problem h;
+    dev_problem d;
+    CHECK(host_init(&h, &c, 11));
+    CHECK(dev_init(&d, &h));
+    void *y = malloc(h.n_v * h.ds);
+    float *st = malloc(h.n_state * 4);
+    CHECK(y && st);
+    if (y && st) {
+        gdn_delta_args a = problem_args(&h, h.q, h.k, h.v, y, h.gate, h.beta, h.A_log, h.dt_bias, h.mask, h.state_in, st);
+        a.backend = GDN_BACKEND_CUDA;
+        const gdn_status s = gdn_delta(&a);
+        CHECK(s == GDN_ERR_NOT_DEVICE_MEMORY, "host pointers: %s", gdn_status_str(s));
+        gdn_delta_args b = problem_args(&h, d.q, d.k, d.v, d.y, d.gate, d.beta, d.A_log, d.dt_bias, d.mask, d.state_in,
+                                        d.state_out);
+        b.backend = GDN_BACKEND_CUDA;
+        b.q = h.q; /* one host tensor among device ones */
+        CHECK(gdn_delta(&b) == GDN_ERR_NOT_DEVICE_MEMORY);
+        b.q = d.q;
+        CHECK(gdn_delta(&b) == GDN_OK && cudaDeviceSynchronize() == cudaSuccess);
+    }
+    free(y);
+    free(st);
+    dev_free(&d);
+    host_free(&h);
+}
+
 TEST(cuda_kernels_bitwise_vs_ref) {
     if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
         CHECK(gdn_device_count(GDN_BACKEND_CUDA) == 0); /* no device: covered by cuda_without_device_writes_nothing */

@@ -30,7 +30,7 @@ static inline __attribute__((always_inline)) portable_vec portable_load(const fl
 
 /* (a loop, not an initializer list {x, ..., x}: GCC makes the loop one vbroadcastss, the list a chain of inserts) */
 static inline __attribute__((always_inline)) portable_vec portable_bcast(float x) {
-    portable_vec r;
+    portable_vec r = {0}; /* (every lane is written below; the initializer is dead, and keeps -O1 warnings away) */
     for (int i = 0; i < 8; ++i) r[i] = x;
     return r;
 }
@@ -96,7 +96,8 @@ static inline __attribute__((always_inline)) void portable_transpose8(float *dst
 /* the loops over a row's 2 vectors unrolled before the vectorizer sees the lane loops: the partials stay in
  * registers (without it GCC keeps them in memory, 2.2x slower) */
 #define BLK_UNROLL _Pragma("GCC unroll 2")
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* (not under ThreadSanitizer: gcc's TSan runtime is not up when the clones' resolver runs, before main) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define PORTABLE_CLONES 1
 #define BLK_CLONES __attribute__((target_clones("fma", "default")))
 #endif
