@@ -1,5 +1,5 @@
 # libgdn's two commands, thin wrappers over the CMake build of record (CMakeLists.txt):
-#   make run        build the `gdn` CLI only, then `build/gdn run`: the main job
+#   make run        build the `gdn` CLI only, then run it (`gdn run`): the main job; CUDA only where a GPU is
 #   make test       build everything, then ctest: the suites ("N passed, N failed" per suite and in all), the example,
 #                   the export check and the install test
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
@@ -31,9 +31,14 @@ all: configure
 configure:
 	$(call configure,$(BUILD),$(TESTING_OPTS))
 
-run: configure
-	$(CMAKE) --build $(BUILD) -j $(J) --target gdn
-	./$(BUILD)/gdn run
+# `make run` compiles the CUDA kernels only where a GPU can run them (nvidia-smi lists one, or GDN_CUDA=1); elsewhere
+# it builds the CLI in build/cpu without nvcc (most of a CUDA build's time), and `make test` still compiles them.
+RUN_GPU   = $(if $(filter 1 ON on yes YES,$(GDN_CUDA)),1,$(if $(filter 0 OFF off no NO,$(GDN_CUDA)),,$(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)))
+RUN_BUILD = $(if $(RUN_GPU),$(BUILD),build/cpu)
+run:
+	$(if $(RUN_GPU),$(call configure,$(BUILD),$(TESTING_OPTS)),$(call configure,build/cpu,-DGDN_TESTING=ON -DGDN_CUDA=OFF $(CC_OPT)))
+	$(CMAKE) --build $(RUN_BUILD) -j $(J) --target gdn
+	./$(RUN_BUILD)/gdn run
 
 # the suites print "N passed, N failed" each; cmake/ctest_summary.sh gathers them from ctest's log
 test: all
