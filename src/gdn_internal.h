@@ -63,6 +63,8 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once: 0 disables every packed kernel */
 int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */
+/* An empty detail for a call that succeeds; returns GDN_OK. */
+gdn_status gdn__ok(void);
 /* The detail of a failure for gdn_last_error (printf format); returns `status`. */
 gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
 #ifdef __GNUC__

@@ -37,6 +37,11 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...) {
     return status;
 }
 
+gdn_status gdn__ok(void) {
+    last_error[0] = '\0';
+    return GDN_OK;
+}
+
 const char *gdn_last_error(void) { return last_error; }
 
 int gdn_device_count(gdn_backend backend) {

@@ -156,7 +156,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     }
     if (s != GDN_OK) return s;
     s = kn->run(&p, variant);
-    return s == GDN_OK ? gdn__fail(GDN_OK, "%s", "") : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
+    return s == GDN_OK ? gdn__ok() : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
 }
 
 gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
@@ -168,7 +168,7 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     const gdn__variant *variant = NULL;
     s = pick(&p, &kn, &variant);
     if (s == GDN_OK) *kernel_name = kn->name;
-    return s == GDN_OK ? gdn__fail(GDN_OK, "%s", "") : s;
+    return s == GDN_OK ? gdn__ok() : s;
 }
 
 /* 0 for arguments that do not validate (and for an index out of range), as for a kernel of another backend. */

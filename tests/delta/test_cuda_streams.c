@@ -69,8 +69,11 @@ static const stream_case cases[] = {
      * tokens with the vector gate (2-stage ring) */
     {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws"},
     {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33}, CASE_STATE_SEPARATE, "cuda_decode:stream_ws"},
-    /* the same on 8 blocks with pseudo-random pauses at the hand-offs (stream_ws_pauses), two tokens in place */
+#if GDN_TESTING
+    /* the same on 8 blocks with pseudo-random pauses at the hand-offs (stream_ws_pauses: testing builds only), two
+     * tokens in place */
     {{16, 2, 2, 4, 128, 128, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 34}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws_pauses"},
+#endif
 };
 #undef R
 enum { N_CASES = (int)(sizeof cases / sizeof cases[0]), CHAIN_CASE = 3, MAX_THREADS = 16 };
