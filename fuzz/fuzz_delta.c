@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gdn_math.h"
+#include "gdn_testing.h"
 #include "gdn.h"
 
 #if defined(__has_feature)

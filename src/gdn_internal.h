@@ -73,6 +73,13 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
     ;
 
 int gdn__cpu_has_avx2_fma(void); /* src/cpu/features.c */
+
+/* The CPU kernels other than ref are routed from 128 state updates per call (B T Hv Dk Dv): below, their fixed cost
+ * (~0.2 us over ref's) is not repaid (T=1, Hv=1, Dk=32, Dv=1: ref 0.56 us, portable 0.67). In double: no overflow. */
+static inline int gdn__cpu_call_is_big(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    return (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dk * (double)a->Dv >= 128.0;
+}
 int gdn__cpu_has_fma(void);      /* src/cpu/features.c: FMA3 (x86) */
 int gdn__cpu_has_avx512(void);   /* src/cpu/features.c: AVX-512 F, BW, VL, DQ and FMA3 */
 int gdn__portable_fast(void);    /* src/delta/cpu/portable.c: its fmaf is a vector instruction here */

@@ -1,9 +1,11 @@
 /* For the tests, the CLI and the benchmarks only; never installed. Beside the public header: the contract's
- * scalar helpers (src/common/gdn_math.h: conversions, tensor loads) and the float64 oracle. */
+ * scalar helpers (src/common/gdn_math.h: conversions, tensor loads), the checked size arithmetic
+ * (src/core/checked.h) and the float64 oracle. */
 #ifndef GDN_TESTING_H
 #define GDN_TESTING_H
 
 #include "common/gdn_math.h"
+#include "core/checked.h"
 #include "gdn.h"
 
 #ifdef __cplusplus

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gdn_math.h"
+#include "gdn_testing.h"
 #include "harness.h"
 
 int test_quick(void) {

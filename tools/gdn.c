@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/checked.h"
 #include "gdn_testing.h"
 #include "gdn_tool.h"
 

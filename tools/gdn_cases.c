@@ -9,7 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/checked.h"
 #include "gdn_testing.h"
 #include "gdn_tool.h"
 

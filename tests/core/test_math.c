@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/gdn_math.h"
+#include "gdn_testing.h"
 #include "gdn_case.h"
 #include "harness.h"
 

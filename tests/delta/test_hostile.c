@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gdn_math.h"
+#include "gdn_testing.h"
 #include "gdn.h"
 #include "harness.h"
 

@@ -33,8 +33,12 @@ static int has_avx2_fma(void) {
 #endif
 }
 
+/* The CPU kernels but ref are routed on calls of at least 128 state updates (gdn__cpu_call_is_big in
+ * src/gdn_internal.h) */
+static int big_call(const gdn_delta_args *a) { return (double)a->B * a->T * a->Hv * a->Dk * a->Dv >= 128.0; }
+
 /* portable is routed where its fmaf is a vector fma (src/delta/cpu/portable.c: FMA3 on x86-64 with GCC's target
- * clones, elsewhere a one-instruction fmaf) on calls of at least 128 state updates (src/core/route.c); else ref is */
+ * clones, elsewhere a one-instruction fmaf) on big calls; else ref is */
 static int portable_routed(const gdn_delta_args *a) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
     __builtin_cpu_init();
@@ -44,7 +48,7 @@ static int portable_routed(const gdn_delta_args *a) {
 #else
     const int fast = 0;
 #endif
-    return fast && a->B * a->T * a->Hv * a->Dk * a->Dv >= 128;
+    return fast && big_call(a);
 }
 
 static int packed_switch_on(void) {
@@ -73,6 +77,7 @@ static const char *first_eligible(const gdn_delta_args *a, int packed_on) {
         const char *name = gdn_kernel_name(i);
         const int packed = strstr(name, "packed") != NULL;
         if (strcmp(name, "portable") == 0 && !portable_routed(a)) continue;
+        if (gdn_kernel_backend(i) == GDN_BACKEND_CPU && strcmp(name, "ref") != 0 && !big_call(a)) continue;
         if (gdn_kernel_backend(i) == a->backend && (packed_on || !packed) && gdn_kernel_eligible(i, a)) return name;
     }
     return NULL;

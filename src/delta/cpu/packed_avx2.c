@@ -31,7 +31,7 @@
 
 /* Dk up to 512 (a block of columns' state on the stack), a CPU with AVX2 and FMA. */
 int gdn__delta_packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK && gdn__cpu_has_avx2_fma(); }
-int gdn__delta_packed_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_avx2_eligible(p); }
+int gdn__delta_packed_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_avx2_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_avx2_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p, const gdn__variant *v) {

@@ -33,7 +33,7 @@
 
 /* Dk up to 512 (a block's state in the workspace) and the CPU has AVX-512 F, BW, VL, DQ. */
 int gdn__delta_packed_avx512_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK && gdn__cpu_has_avx512(); }
-int gdn__delta_packed_avx512_routed(const gdn__problem *p) { return gdn__delta_packed_avx512_eligible(p); }
+int gdn__delta_packed_avx512_routed(const gdn__problem *p) { return gdn__delta_packed_avx512_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_avx512_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 gdn_status gdn__delta_packed_avx512(const gdn__problem *p, const gdn__variant *v) {

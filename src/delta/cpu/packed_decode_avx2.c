@@ -402,7 +402,7 @@ int gdn__delta_packed_decode_avx2_eligible(const gdn__problem *p) {
     return (p->a.state_layout == GDN_STATE_VK || p->a.state_layout == GDN_STATE_KV) && p->a.Dk == DEC_DK &&
            p->a.T <= DEC_TMAX && gdn__cpu_has_avx2_fma();
 }
-int gdn__delta_packed_decode_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_decode_avx2_eligible(p); }
+int gdn__delta_packed_decode_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_decode_avx2_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_decode_avx2_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 gdn_status gdn__delta_packed_decode_avx2(const gdn__problem *p, const gdn__variant *v) {

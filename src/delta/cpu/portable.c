@@ -118,14 +118,11 @@ int gdn__portable_fast(void) {
 /* Dk up to 512 (a block of columns' state on the stack); any machine. */
 int gdn__delta_portable_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK; }
 
-/* portable beats ref where its fmaf is a vector fma, on calls of at least 128 state updates (B T Hv Dk Dv). Without a
- * vector fma (x86 without FMA3) both spend their time in libm's fmaf (T=64, Hv=32, Dk=Dv=128, libm's software fmaf:
- * ref 1242 ms, portable 1310 ms); below 128 updates portable's fixed cost, ~0.2 us above ref's, is not repaid
- * (T=1, Hv=1, Dk=32, Dv=1: ref 0.56 us, portable 0.67 us). */
+/* portable beats ref where its fmaf is a vector fma, on calls big enough (gdn__cpu_call_is_big). Without a vector fma
+ * (x86 without FMA3) both spend their time in libm's fmaf (T=64, Hv=32, Dk=Dv=128, libm's software fmaf: ref 1242
+ * ms, portable 1310 ms). */
 int gdn__delta_portable_routed(const gdn__problem *p) {
-    const gdn_delta_args *a = &p->a;
-    return gdn__delta_portable_eligible(p) && gdn__portable_fast() &&
-           (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dk * (double)a->Dv >= 128.0;
+    return gdn__delta_portable_eligible(p) && gdn__portable_fast() && gdn__cpu_call_is_big(p);
 }
 
 const gdn__variant gdn__delta_portable_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
