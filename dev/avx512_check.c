@@ -1,4 +1,4 @@
-/* The AVX-512 kernel (packed_avx512) and a decode kernel against ref, bitwise, on a machine that has AVX-512.
+/* The AVX-512 kernels (packed_avx512, packed_decode_avx512) against ref, bitwise, on a machine that has AVX-512.
  * Public API only. Refuses to pass where the kernels are not eligible (exit 2: nothing was checked).
  *
  *     make -j GDN_CUDA=0 lib && cc -std=c11 -O2 -Iinclude dev/avx512_check.c build/libgdn.a -lm -pthread \
@@ -128,10 +128,10 @@ static int check(const shape *s, const char *kernel) {
     return ran;
 }
 
-/* argv: the blocked and the decode kernel to check (default packed_avx512 packed_decode_avx2: no AVX-512 decode kernel yet; packed_avx2
+/* argv: the blocked and the decode kernel to check (default packed_avx512 packed_decode_avx512; packed_avx2
  * packed_decode_avx2 checks this program on an AVX2 machine) */
 int main(int argc, char **argv) {
-    const char *names[] = {argc == 3 ? argv[1] : "packed_avx512", argc == 3 ? argv[2] : "packed_decode_avx2"};
+    const char *names[] = {argc == 3 ? argv[1] : "packed_avx512", argc == 3 ? argv[2] : "packed_decode_avx512"};
     int index[2] = {-1, -1};
     for (int i = 0; i < gdn_kernel_count(); ++i)
         for (int n = 0; n < 2; ++n)

@@ -21,6 +21,7 @@
     X(cuda_rowsplit, CUDA, 1)         \
     X(cuda_packed, CUDA, 1)           \
     X(cuda_generic, CUDA, 0)          \
+    X(packed_decode_avx512, CPU, 1)   \
     X(packed_decode_avx2, CPU, 1)     \
     X(packed_avx512, CPU, 1)          \
     X(packed_avx2, CPU, 1)            \

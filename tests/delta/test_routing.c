@@ -22,7 +22,7 @@ static int has_avx512(void) {
 }
 
 /* The decode kernel the router takes at Dk = 128, T <= 2 where packed kernels are on */
-static const char *decode_kernel(void) { return "packed_decode_avx2"; }
+static const char *decode_kernel(void) { return has_avx512() ? "packed_decode_avx512" : "packed_decode_avx2"; }
 
 static int has_avx2_fma(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -106,6 +106,7 @@ TEST(routing_kernel_table) {
     CHECK(gdn_kernel_eligible(kernel_index("packed_avx512"), &s.a) == has_avx512());
     /* the AVX-512 kernels before the AVX2 ones */
     CHECK(kernel_index("packed_avx512") < kernel_index("packed_avx2"));
+    CHECK(kernel_index("packed_decode_avx512") < kernel_index("packed_decode_avx2"));
     for (int i = 0; i < n; ++i)
         if (gdn_kernel_backend(i) == GDN_BACKEND_CUDA) CHECK(gdn_kernel_eligible(i, &s.a) == 0, "%s eligible for a CPU call", gdn_kernel_name(i));
     s.a.Hk = 3; /* arguments gdn_delta would reject: nothing is eligible */
