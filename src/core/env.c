@@ -1,4 +1,5 @@
-/* The environment switches' one parsing rule (core/env.h), and the report of how each was read. */
+/* The environment switches' one parsing rule (core/env.h), GDN_PACKED and GDN_CHECK_POINTERS read once, and the
+ * report of how each switch was read. */
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -41,6 +42,23 @@ int gdn__env_bool(const char *name, int fallback) {
         if (strcasecmp(buf, no[i]) == 0) return 0;
     }
     return fallback;
+}
+
+/* The library's switches, each read once. */
+static int packed_enabled_value = 1, check_pointers_value = 0;
+static pthread_once_t packed_once = PTHREAD_ONCE_INIT, check_once = PTHREAD_ONCE_INIT;
+
+static void read_packed_switch(void) { packed_enabled_value = gdn__env_bool("GDN_PACKED", 1); }
+static void read_check_switch(void) { check_pointers_value = gdn__env_bool("GDN_CHECK_POINTERS", 0); }
+
+int gdn__packed_enabled(void) {
+    pthread_once(&packed_once, read_packed_switch);
+    return packed_enabled_value;
+}
+
+int gdn__check_pointers(void) {
+    pthread_once(&check_once, read_check_switch);
+    return check_pointers_value;
 }
 
 /* One line per switch: its raw value and what the library made of it. */

@@ -1,26 +1,7 @@
 /* The router: the kernel list in order; the first kernel of the call's backend whose routing predicate holds wins.
  * Predicates depend on the arguments and the hardware only, so routing is a pure function of them (and of
- * GDN_PACKED, read once). A kernel named in the call runs wherever it is eligible (src/core/api.c). */
-#include <pthread.h>
-
-#include "core/env.h"
+ * GDN_PACKED, read once). A kernel named in the call runs wherever it is eligible (src/delta/args.c). */
 #include "gdn_internal.h"
-
-static int packed_enabled_value = 1, check_pointers_value = 0;
-static pthread_once_t packed_once = PTHREAD_ONCE_INIT, check_once = PTHREAD_ONCE_INIT;
-
-static void read_packed_switch(void) { packed_enabled_value = gdn__env_bool("GDN_PACKED", 1); }
-static void read_check_switch(void) { check_pointers_value = gdn__env_bool("GDN_CHECK_POINTERS", 0); }
-
-int gdn__packed_enabled(void) {
-    pthread_once(&packed_once, read_packed_switch);
-    return packed_enabled_value;
-}
-
-int gdn__check_pointers(void) {
-    pthread_once(&check_once, read_check_switch);
-    return check_pointers_value;
-}
 
 /* The table, expanded from the kernel list (src/delta/kernels.h). */
 #define GDN__ENTRY(name, backend, packed)                                                                        \

@@ -114,10 +114,12 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     return GDN_OK;
 }
 
-/* The kernel the call runs: the named one ("name" or "name:variant"; it must exist, be of the call's backend and
- * be eligible) or the router's choice; *variant is the named variant or NULL. */
-static gdn_status pick(const gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant) {
+/* Validates args into *p and picks the kernel the call runs: the named one ("name" or "name:variant"; it must exist,
+ * be of the call's backend and be eligible) or the router's choice; *variant is the named variant or NULL. */
+static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant) {
     *variant = NULL;
+    const gdn_status s = gdn__validate(args, p);
+    if (s != GDN_OK) return s;
     if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
         return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
     const char *name = p->a.kernel;
@@ -145,16 +147,12 @@ static gdn_status pick(const gdn__problem *p, const gdn__kernel **out, const gdn
 
 gdn_status gdn_delta(const gdn_delta_args *args) {
     gdn__problem p;
-    gdn_status s = gdn__validate(args, &p);
-    if (s != GDN_OK) return s;
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
-    s = pick(&p, &kn, &variant);
-    if (s == GDN_OK && p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers()) {
-        s = gdn__cuda_check_pointers(&p);
-        if (s != GDN_OK) return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
-    }
+    gdn_status s = pick(args, &p, &kn, &variant);
     if (s != GDN_OK) return s;
+    if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
+        return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     s = kn->run(&p, variant);
     return s == GDN_OK ? gdn__ok() : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
 }
@@ -162,11 +160,9 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
 gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     if (!kernel_name) return gdn__fail(GDN_ERR_NULL_POINTER, "kernel_name is NULL");
     gdn__problem p;
-    gdn_status s = gdn__validate(args, &p);
-    if (s != GDN_OK) return s;
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
-    s = pick(&p, &kn, &variant);
+    const gdn_status s = pick(args, &p, &kn, &variant);
     if (s == GDN_OK) *kernel_name = kn->name;
     return s == GDN_OK ? gdn__ok() : s;
 }
