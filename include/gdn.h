@@ -144,6 +144,84 @@ int gdn_kernel_eligible(int index, const gdn_delta_args *args);
 int gdn_kernel_variant_count(int index);
 const char *gdn_kernel_variant_name(int index, int variant);
 
+/* ---- The layer step: conv, norms, gates, the recurrence and the gated RMSNorm of one GDN layer ----
+ *
+ * A batch of B sequences, each a window of n_b >= 1 tokens, packed token-major: sequence b holds the tokens
+ * cu_seqlens[b] .. cu_seqlens[b+1] - 1 of every [T, ...] tensor (T = cu_seqlens[B]). Channels
+ * C = 2 Hk Dk + Hv Dv, in the order q heads, k heads, v heads. Per token t of sequence b, value head h
+ * (key head hk = h / (Hv / Hk)), in this order (docs/CONTRACT.md, "The layer step", is the definition):
+ *
+ *     x_c   = silu(fma chain of the 4 taps over (hist_c[0], hist_c[1], hist_c[2], qkv[t, c]) + conv_bias_c)
+ *     q, k  = the head's Dk channels, each times rsqrt(sum x^2 / Dk + eps_l2 / Dk), then times rsqrt(Dk)
+ *     g     = exp(softplus(alpha[t, h] + dt_bias[h]) * A[h])      (A = -exp(A_log) when A_log is given)
+ *     beta  = sigmoid(beta[t, h])
+ *     o     = the recurrence of gdn_delta on (q, k, v, g, beta) with the sequence's state, times scale
+ *     y_j   = rsqrt(sum o^2 / Dv + eps_rms) o_j gamma_j gate(z[t, h, j])        (gate: silu or sigmoid)
+ *
+ * and the history shifts by one input (the newest last). Every sum is the contract's 32-lane tree.
+ *
+ * Tensors (dtype `dtype` unless said otherwise; all dense, row-major):
+ *     qkv            [T, C]          the mixed projection before the conv
+ *     z              [T, Hv, Dv]     the output gate's input
+ *     alpha, beta    [T, Hv]         raw (softplus and sigmoid are applied here)
+ *     y              [T, Hv, Dv]
+ *     conv_w         [C, 4] f32, tap 3 on the current token; conv_bias [C] f32 or NULL
+ *     dt_bias, A or A_log  [Hv] f32 (exactly one of A and A_log); gamma [Dv] f32
+ *     state          [slots, Hv, Dv, Dk] (GDN_STATE_VK) or [slots, Hv, Dk, Dv] (GDN_STATE_KV) f32, in place
+ *     hist_in        [slots, C, 3]   the last three inputs of each channel, oldest first
+ *     hist_out       [slots, C, 3]   where committed histories go: equal to hist_in (in place) or disjoint
+ * Per sequence, in host memory (both backends):
+ *     cu_seqlens     [B + 1] int32: 0, then strictly increasing
+ *     slot           [B] int32: the sequence's slot in both pools; negative: skipped (its y rows are zero,
+ *                    no pool is read or written); NULL: sequence b uses slot b
+ *     commit         [B] int32: k in 0 .. n_b: the state and history after the first k tokens are written to the
+ *                    slot (0: verify, nothing written); every one of the n_b outputs is computed either way.
+ *                    NULL: k = n_b for every sequence
+ *     fresh          [B] uint8: nonzero: the sequence starts from a zero state and a zero history instead of
+ *                    its slot's (a new prompt); NULL: every sequence reads its slot
+ * Two sequences may name one slot only if neither commits. On any error nothing is written. */
+typedef enum gdn_out_gate {
+    GDN_OUT_GATE_SILU = 0,   /* y = rmsnorm(o) gamma silu(z): Qwen3-Next, Qwen3.5 */
+    GDN_OUT_GATE_SIGMOID = 1 /* y = rmsnorm(o) gamma sigmoid(z) */
+} gdn_out_gate;
+
+typedef struct gdn_layer_args {
+    int64_t B, Hk, Hv, Dk, Dv;    /* all >= 1; Hv % Hk == 0 */
+    const int32_t *cu_seqlens;    /* [B + 1], host */
+    gdn_dtype dtype;              /* of qkv, z, alpha, beta, y and the histories */
+    const void *qkv, *z, *alpha, *beta;
+    void *y;
+    const float *conv_w, *conv_bias;
+    const float *dt_bias, *A, *A_log, *gamma;
+    float eps_l2, eps_rms;        /* 0: 1e-6 */
+    float scale;                  /* of the readout; 0: 1 / sqrt(Dk) */
+    gdn_out_gate out_gate;
+    int64_t slots;                /* >= 1: the pools' first dimension */
+    gdn_state_layout state_layout;
+    float *state;
+    const void *hist_in;
+    void *hist_out;
+    const int32_t *slot, *commit; /* [B], host; NULL: see above */
+    const uint8_t *fresh;         /* [B], host; NULL: none */
+    gdn_backend backend;
+    void *stream;                 /* CUDA: a cudaStream_t; NULL: the default stream */
+    const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name() */
+    int threads;                  /* CPU: at most this many pool threads; 0: the whole pool */
+    const gdn_cpu_runner *cpu_runner;
+    uint64_t reserved[8];         /* must be zero */
+} gdn_layer_args;
+
+/* Runs the layer step over the batch. CUDA calls are asynchronous on the stream; host arrays (cu_seqlens, slot,
+ * commit, fresh) may be reused as soon as the call returns. */
+gdn_status gdn_layer(const gdn_layer_args *args);
+
+/* The layer kernel the router would choose (a static string), or the error gdn_layer would return. */
+gdn_status gdn_layer_route(const gdn_layer_args *args, const char **kernel_name);
+
+/* The layer kernels, in routing order: 0 .. gdn_layer_kernel_count() - 1. */
+int gdn_layer_kernel_count(void);
+const char *gdn_layer_kernel_name(int index);
+
 /* A short English sentence for a status. Never NULL. */
 const char *gdn_status_str(gdn_status status);
 

@@ -60,6 +60,7 @@ extern const int gdn__kernel_total;
 
 /* Validation (src/delta/args.c) and routing (src/core/route.c). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
+gdn_status gdn__validate_runner(const gdn_cpu_runner *runner); /* NULL is valid */
 const gdn__kernel *gdn__route(const gdn__problem *p);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once (src/core/env.c): 0 disables every packed kernel */
 int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */

@@ -17,6 +17,11 @@ extern "C" {
  * args->state_out are not written. Validates args as gdn_delta does. */
 gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out);
 
+/* The layer step of `args` in float64, plain sums and libm: y [T, Hv, Dv], and the state pool [slots, ...] (layout as
+ * args->state_layout) and the history pool [slots, C, 3] after the call (filled from args' pools first), as
+ * double; nothing of args is written. Validates args as gdn_layer does. */
+gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist);
+
 #ifdef __cplusplus
 }
 #endif

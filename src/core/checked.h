@@ -36,4 +36,20 @@ static inline int64_t gdn__size_prod(int *ok, int n, const int64_t *f) {
 /* A size in bytes that fits size_t on this machine (always, on 64-bit), else 0. */
 static inline int gdn__size_fits(int64_t bytes) { return bytes >= 0 && (uint64_t)bytes <= (uint64_t)SIZE_MAX; }
 
+/* A tensor's bytes, for the overlap checks of validation. */
+typedef struct gdn__extent {
+    const void *p;
+    int64_t bytes;
+} gdn__extent;
+
+/* 1 when both are non-NULL and their byte ranges intersect. */
+static inline int gdn__overlaps(gdn__extent x, gdn__extent y) {
+    if (!x.p || !y.p) return 0;
+    const uintptr_t a = (uintptr_t)x.p, b = (uintptr_t)y.p;
+    return a < b + (uintptr_t)y.bytes && b < a + (uintptr_t)x.bytes;
+}
+
+/* 1 when p (NULL counts as aligned) is not a multiple of `align` bytes (a power of two). */
+static inline int gdn__misaligned(const void *p, int64_t align) { return ((uintptr_t)p & (uintptr_t)(align - 1)) != 0; }
+
 #endif

@@ -1,6 +1,7 @@
 /* Built instead of the CUDA sources when nvcc is not found: no device; every CUDA kernel of the list is a stub
  * that is never eligible and answers GDN_ERR_NO_DEVICE. */
 #include "gdn_internal.h"
+#include "layer/layer.h"
 
 int gdn__cuda_devices(void) { return 0; }
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
@@ -16,3 +17,11 @@ gdn_status gdn__cuda_check_pointers(const gdn__problem *p) { return p ? GDN_ERR_
     const gdn__variant gdn__delta_##name##_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 #define GDN__STUB(name, backend, packed) GDN__STUB_##backend(name)
 GDN_DELTA_KERNELS(GDN__STUB)
+
+#define GDN__LAYER_STUB_CPU(name)
+#define GDN__LAYER_STUB_CUDA(name)                                                          \
+    int gdn__layer_##name##_eligible(const gdn__layer_problem *p) { return p == NULL; }    \
+    int gdn__layer_##name##_routed(const gdn__layer_problem *p) { return p == NULL; }      \
+    gdn_status gdn__layer_##name(const gdn__layer_problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
+#define GDN__LAYER_STUB(name, backend) GDN__LAYER_STUB_##backend(name)
+GDN_LAYER_KERNELS(GDN__LAYER_STUB)

@@ -5,21 +5,16 @@
 #include "core/checked.h"
 #include "gdn_internal.h"
 
-typedef struct extent {
-    const void *p;
-    int64_t bytes;
-} extent;
-
-/* 1 when p (NULL counts as aligned) is not a multiple of `align` bytes (a power of two). */
-static int misaligned(const void *p, int64_t align) { return ((uintptr_t)p & (uintptr_t)(align - 1)) != 0; }
-
-static int overlaps(extent x, extent y) {
-    if (!x.p || !y.p) return 0;
-    const uintptr_t a = (uintptr_t)x.p, b = (uintptr_t)y.p;
-    return a < b + (uintptr_t)y.bytes && b < a + (uintptr_t)x.bytes;
-}
-
 #define FAIL(status, ...) gdn__fail(status, __VA_ARGS__)
+
+gdn_status gdn__validate_runner(const gdn_cpu_runner *r) {
+    if (r && (!r->parallel_for || r->workers < 1))
+        return FAIL(r->parallel_for ? GDN_ERR_BAD_SIZE : GDN_ERR_NULL_POINTER, "args->cpu_runner->%s",
+                    r->parallel_for ? "workers must be at least 1" : "parallel_for is NULL");
+    for (int i = 0; r && i < 4; ++i)
+        if (r->reserved[i]) return FAIL(GDN_ERR_RESERVED, "args->cpu_runner->reserved[%d] is not NULL", i);
+    return GDN_OK;
+}
 
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (!args) return FAIL(GDN_ERR_NULL_POINTER, "args is NULL");
@@ -50,28 +45,25 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         if (!required[i].ptr) return FAIL(GDN_ERR_NULL_POINTER, "args->%s is NULL", required[i].name);
     if (a->gate_kind == GDN_GATE_RAW && (!a->A_log || !a->dt_bias))
         return FAIL(GDN_ERR_NULL_POINTER, "args->%s is NULL (GDN_GATE_RAW needs it)", a->A_log ? "dt_bias" : "A_log");
-    if (a->cpu_runner && (!a->cpu_runner->parallel_for || a->cpu_runner->workers < 1))
-        return FAIL(a->cpu_runner->parallel_for ? GDN_ERR_BAD_SIZE : GDN_ERR_NULL_POINTER, "args->cpu_runner->%s",
-                    a->cpu_runner->parallel_for ? "workers must be at least 1" : "parallel_for is NULL");
-    for (int i = 0; a->cpu_runner && i < 4; ++i)
-        if (a->cpu_runner->reserved[i]) return FAIL(GDN_ERR_RESERVED, "args->cpu_runner->reserved[%d] is not NULL", i);
+    const gdn_status runner = gdn__validate_runner(a->cpu_runner);
+    if (runner != GDN_OK) return runner;
 
     /* Every tensor's byte count, and one (b, h) state's (the kernels' workspaces hold one or a few), within
      * GDN_SIZE_LIMIT: whether or not a state is passed, so that no kernel's size arithmetic can wrap. */
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
     int ok = 1;
     const int64_t tokens = GDN_SIZE_PROD(&ok, a->B, a->T);
-    const extent q = {a->q, GDN_SIZE_PROD(&ok, tokens, a->Hk, a->Dk, ds)}, k = {a->k, q.bytes};
-    const extent v = {a->v, GDN_SIZE_PROD(&ok, tokens, a->Hv, a->Dv, ds)}, y = {a->y, v.bytes};
+    const gdn__extent q = {a->q, GDN_SIZE_PROD(&ok, tokens, a->Hk, a->Dk, ds)}, k = {a->k, q.bytes};
+    const gdn__extent v = {a->v, GDN_SIZE_PROD(&ok, tokens, a->Hv, a->Dv, ds)}, y = {a->y, v.bytes};
     const int64_t gate_row = a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1;
-    const extent gate = {a->gate, GDN_SIZE_PROD(&ok, tokens, a->Hv, gate_row, 4)};
-    const extent beta = {a->beta, GDN_SIZE_PROD(&ok, tokens, a->Hv, 4)};
-    const extent mask = {a->mask, tokens};
+    const gdn__extent gate = {a->gate, GDN_SIZE_PROD(&ok, tokens, a->Hv, gate_row, 4)};
+    const gdn__extent beta = {a->beta, GDN_SIZE_PROD(&ok, tokens, a->Hv, 4)};
+    const gdn__extent mask = {a->mask, tokens};
     const int raw = a->gate_kind == GDN_GATE_RAW;
-    const extent A_log = {raw ? a->A_log : NULL, GDN_SIZE_PROD(&ok, a->Hv, 4)};
-    const extent dt_bias = {raw ? a->dt_bias : NULL, A_log.bytes};
-    const extent state_in = {a->state_in, GDN_SIZE_PROD(&ok, a->B, a->Hv, a->Dk, a->Dv, 4)};
-    const extent state_out = {a->state_out, state_in.bytes};
+    const gdn__extent A_log = {raw ? a->A_log : NULL, GDN_SIZE_PROD(&ok, a->Hv, 4)};
+    const gdn__extent dt_bias = {raw ? a->dt_bias : NULL, A_log.bytes};
+    const gdn__extent state_in = {a->state_in, GDN_SIZE_PROD(&ok, a->B, a->Hv, a->Dk, a->Dv, 4)};
+    const gdn__extent state_out = {a->state_out, state_in.bytes};
     if (!ok || !gdn__size_fits(state_in.bytes) || !gdn__size_fits(q.bytes) || !gdn__size_fits(v.bytes))
         return FAIL(GDN_ERR_BAD_SIZE, "a tensor of B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld (or the state of that "
                     "shape) is over 2^62 bytes", (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
@@ -79,15 +71,15 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
 
     /* y overlaps nothing; state_out overlaps no input except state_in exactly (in place). */
     static const char *const input_names[] = {"q", "k", "v", "gate", "beta", "mask", "A_log", "dt_bias", "state_in"};
-    const extent inputs[] = {q, k, v, gate, beta, mask, A_log, dt_bias, state_in};
+    const gdn__extent inputs[] = {q, k, v, gate, beta, mask, A_log, dt_bias, state_in};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i) {
-        if (overlaps(y, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", input_names[i]);
+        if (gdn__overlaps(y, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", input_names[i]);
         const int in_place = i == sizeof inputs / sizeof inputs[0] - 1 && state_out.p == state_in.p; /* state_in */
-        if (!in_place && overlaps(state_out, inputs[i]))
+        if (!in_place && gdn__overlaps(state_out, inputs[i]))
             return FAIL(GDN_ERR_OVERLAP, "args->state_out overlaps args->%s%s", input_names[i],
                         i == 8 ? " without being equal to it (in place)" : "");
     }
-    if (overlaps(y, state_out)) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->state_out");
+    if (gdn__overlaps(y, state_out)) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->state_out");
 
     /* every tensor the call reads or writes is aligned to its element (A_log, dt_bias: raw gate only) */
     const struct { const char *name; const void *ptr; int64_t align; } aligned[] = {
@@ -95,7 +87,7 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         {"gate", a->gate, 4},    {"beta", a->beta, 4},  {"A_log", A_log.p, 4},    {"dt_bias", dt_bias.p, 4},
         {"state_in", a->state_in, 4}, {"state_out", a->state_out, 4}};
     for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; ++i)
-        if (misaligned(aligned[i].ptr, aligned[i].align))
+        if (gdn__misaligned(aligned[i].ptr, aligned[i].align))
             return FAIL(GDN_ERR_ALIGNMENT, "args->%s = %p is not aligned to its %lld-byte element", aligned[i].name,
                         aligned[i].ptr, (long long)aligned[i].align);
 

@@ -1,0 +1,216 @@
+/* The layer step's public entry points: validation of gdn_layer_args (every failure names its field through
+ * gdn_last_error), the choice of kernel (named or routed), and the call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "gdn_internal.h"
+#include "layer/layer.h"
+
+#define FAIL(status, ...) gdn__fail(status, __VA_ARGS__)
+
+/* The table, from the list (src/layer/kernels.h). */
+#define GDN__LAYER_ENTRY(name, backend) \
+    {#name, GDN_BACKEND_##backend, gdn__layer_##name##_eligible, gdn__layer_##name##_routed, gdn__layer_##name},
+static const gdn__layer_kernel layer_kernels[] = {GDN_LAYER_KERNELS(GDN__LAYER_ENTRY)};
+#undef GDN__LAYER_ENTRY
+enum { LAYER_KERNELS = (int)(sizeof layer_kernels / sizeof layer_kernels[0]) };
+
+int gdn_layer_kernel_count(void) { return LAYER_KERNELS; }
+const char *gdn_layer_kernel_name(int index) {
+    return index >= 0 && index < LAYER_KERNELS ? layer_kernels[index].name : NULL;
+}
+
+typedef struct slot_use {
+    int32_t slot;
+    int32_t commits;
+} slot_use;
+
+static int by_slot(const void *x, const void *y) {
+    const slot_use *a = x, *b = y;
+    return (a->slot > b->slot) - (a->slot < b->slot);
+}
+
+/* The per-sequence arrays: windows, slots in range, commit counts in range, no slot committed twice or committed
+ * and read by another sequence. */
+static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len, int *all_commit) {
+    if (a->cu_seqlens[0] != 0) return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[0] = %d: must be 0", (int)a->cu_seqlens[0]);
+    *max_len = 0;
+    *all_commit = a->fresh == NULL;
+    for (int64_t b = 0; b < a->B; ++b) {
+        const int64_t n = (int64_t)a->cu_seqlens[b + 1] - a->cu_seqlens[b];
+        if (n < 1)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = %d is not above cu_seqlens[%lld] = %d (windows "
+                        "hold at least one token)", (long long)b + 1, (int)a->cu_seqlens[b + 1], (long long)b,
+                        (int)a->cu_seqlens[b]);
+        if (n > *max_len) *max_len = n;
+        const int64_t slot = a->slot ? a->slot[b] : b;
+        if (slot >= a->slots)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->slot[%lld] = %lld: the pools have %lld slots", (long long)b,
+                        (long long)slot, (long long)a->slots);
+        const int64_t k = a->commit ? a->commit[b] : n;
+        if (k < 0 || k > n)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->commit[%lld] = %lld: must be in 0 .. %lld (the window's tokens)",
+                        (long long)b, (long long)k, (long long)n);
+        if (slot < 0 || k != n) *all_commit = 0;
+    }
+    *tokens = a->cu_seqlens[a->B];
+    if (!a->slot) return GDN_OK; /* slot b for sequence b: distinct */
+    slot_use *use = malloc((size_t)a->B * sizeof *use);
+    if (!use) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->slot");
+    int64_t m = 0;
+    for (int64_t b = 0; b < a->B; ++b)
+        if (a->slot[b] >= 0) use[m++] = (slot_use){a->slot[b], a->commit ? a->commit[b] > 0 : 1};
+    qsort(use, (size_t)m, sizeof *use, by_slot);
+    for (int64_t i = 1; i < m; ++i)
+        if (use[i].slot == use[i - 1].slot && (use[i].commits || use[i - 1].commits)) {
+            const int32_t slot = use[i].slot;
+            free(use);
+            return FAIL(GDN_ERR_OVERLAP, "args->slot: two sequences name slot %d and one of them commits", (int)slot);
+        }
+    free(use);
+    return GDN_OK;
+}
+
+static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
+    if (!args) return FAIL(GDN_ERR_NULL_POINTER, "args is NULL");
+    const gdn_layer_args *a = args;
+    if ((unsigned)a->dtype > GDN_BF16) return FAIL(GDN_ERR_BAD_ENUM, "args->dtype = %d: not a gdn_dtype", (int)a->dtype);
+    if ((unsigned)a->out_gate > GDN_OUT_GATE_SIGMOID)
+        return FAIL(GDN_ERR_BAD_ENUM, "args->out_gate = %d: not a gdn_out_gate", (int)a->out_gate);
+    if ((unsigned)a->state_layout > GDN_STATE_KV)
+        return FAIL(GDN_ERR_BAD_ENUM, "args->state_layout = %d: not a gdn_state_layout", (int)a->state_layout);
+    if ((unsigned)a->backend > GDN_BACKEND_CUDA)
+        return FAIL(GDN_ERR_BAD_ENUM, "args->backend = %d: not a gdn_backend", (int)a->backend);
+    for (int i = 0; i < (int)(sizeof a->reserved / sizeof a->reserved[0]); ++i)
+        if (a->reserved[i] != 0) return FAIL(GDN_ERR_RESERVED, "args->reserved[%d] is not zero", i);
+    const struct { const char *name; int64_t value; } sizes[] = {
+        {"B", a->B}, {"Hk", a->Hk}, {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}, {"slots", a->slots}};
+    for (int i = 0; i < 6; ++i)
+        if (sizes[i].value < 1)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
+    if (a->threads < 0) return FAIL(GDN_ERR_BAD_SIZE, "args->threads = %d: must be 0 (all) or more", a->threads);
+    if (a->Hv % a->Hk != 0)
+        return FAIL(GDN_ERR_HEAD_RATIO, "args->Hv = %lld is not a multiple of args->Hk = %lld", (long long)a->Hv,
+                    (long long)a->Hk);
+    const struct { const char *name; const void *ptr; } required[] = {
+        {"cu_seqlens", a->cu_seqlens}, {"qkv", a->qkv},         {"z", a->z},           {"alpha", a->alpha},
+        {"beta", a->beta},             {"y", a->y},             {"conv_w", a->conv_w}, {"dt_bias", a->dt_bias},
+        {"gamma", a->gamma},           {"state", a->state},     {"hist_in", a->hist_in}, {"hist_out", a->hist_out}};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; ++i)
+        if (!required[i].ptr) return FAIL(GDN_ERR_NULL_POINTER, "args->%s is NULL", required[i].name);
+    if (!a->A == !a->A_log)
+        return FAIL(a->A ? GDN_ERR_BAD_ENUM : GDN_ERR_NULL_POINTER, "args->A and args->A_log: exactly one is given, not %s",
+                    a->A ? "both" : "neither");
+    const gdn_status runner = gdn__validate_runner(a->cpu_runner);
+    if (runner != GDN_OK) return runner;
+
+    /* sizes: C and every tensor within GDN_SIZE_LIMIT, before the per-sequence arrays are read */
+    int ok = 1;
+    const int64_t C = GDN_SIZE_PROD(&ok, 2, a->Hk, a->Dk) + GDN_SIZE_PROD(&ok, a->Hv, a->Dv);
+    const int64_t state_bytes = GDN_SIZE_PROD(&ok, a->slots, a->Hv, a->Dk, a->Dv, 4);
+    const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
+    const int64_t hist_bytes = GDN_SIZE_PROD(&ok, a->slots, C, 3, ds);
+    if (!ok || !gdn__size_fits(state_bytes) || !gdn__size_fits(hist_bytes) || a->B > INT32_MAX)
+        return FAIL(GDN_ERR_BAD_SIZE, "the pools of slots=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld are over 2^62 bytes",
+                    (long long)a->slots, (long long)a->Hk, (long long)a->Hv, (long long)a->Dk, (long long)a->Dv);
+    int64_t T = 0, max_len = 0;
+    int all_commit = 0;
+    gdn_status s = validate_sequences(a, &T, &max_len, &all_commit);
+    if (s != GDN_OK) return s;
+    const gdn__extent qkv = {a->qkv, GDN_SIZE_PROD(&ok, T, C, ds)};
+    const gdn__extent z = {a->z, GDN_SIZE_PROD(&ok, T, a->Hv, a->Dv, ds)}, y = {a->y, z.bytes};
+    const gdn__extent alpha = {a->alpha, GDN_SIZE_PROD(&ok, T, a->Hv, ds)}, beta = {a->beta, alpha.bytes};
+    const gdn__extent conv_w = {a->conv_w, GDN_SIZE_PROD(&ok, C, 4, 4)}, conv_bias = {a->conv_bias, C * 4};
+    const gdn__extent dt_bias = {a->dt_bias, a->Hv * 4}, A = {a->A, a->Hv * 4}, A_log = {a->A_log, a->Hv * 4};
+    const gdn__extent gamma = {a->gamma, a->Dv * 4};
+    const gdn__extent state = {a->state, state_bytes}, hist_in = {a->hist_in, hist_bytes};
+    const gdn__extent hist_out = {a->hist_out, hist_bytes};
+    if (!ok || !gdn__size_fits(qkv.bytes))
+        return FAIL(GDN_ERR_BAD_SIZE, "args->qkv of %lld tokens and %lld channels is over 2^62 bytes", (long long)T,
+                    (long long)C);
+
+    /* y overlaps nothing; the pools overlap no input and each other only as hist_out == hist_in (in place) */
+    static const char *const names[] = {"qkv", "z", "alpha", "beta", "conv_w", "conv_bias", "dt_bias", "A", "A_log",
+                                        "gamma", "hist_in"};
+    const gdn__extent inputs[] = {qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, hist_in};
+    const int n_in = (int)(sizeof inputs / sizeof inputs[0]);
+    for (int i = 0; i < n_in; ++i) {
+        if (gdn__overlaps(y, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", names[i]);
+        if (gdn__overlaps(state, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->state overlaps args->%s", names[i]);
+        const int in_place = i == n_in - 1 && hist_out.p == hist_in.p;
+        if (!in_place && gdn__overlaps(hist_out, inputs[i]))
+            return FAIL(GDN_ERR_OVERLAP, "args->hist_out overlaps args->%s%s", names[i],
+                        i == n_in - 1 ? " without being equal to it (in place)" : "");
+    }
+    if (gdn__overlaps(y, state) || gdn__overlaps(y, hist_out))
+        return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", gdn__overlaps(y, state) ? "state" : "hist_out");
+    if (gdn__overlaps(state, hist_out)) return FAIL(GDN_ERR_OVERLAP, "args->state overlaps args->hist_out");
+
+    const struct { const char *name; const void *ptr; int64_t align; } aligned[] = {
+        {"qkv", a->qkv, ds},       {"z", a->z, ds},           {"alpha", a->alpha, ds},       {"beta", a->beta, ds},
+        {"y", a->y, ds},           {"hist_in", a->hist_in, ds}, {"hist_out", a->hist_out, ds}, {"conv_w", a->conv_w, 4},
+        {"conv_bias", a->conv_bias, 4}, {"dt_bias", a->dt_bias, 4}, {"A", a->A, 4},           {"A_log", a->A_log, 4},
+        {"gamma", a->gamma, 4},    {"state", a->state, 4}};
+    for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; ++i)
+        if (gdn__misaligned(aligned[i].ptr, aligned[i].align))
+            return FAIL(GDN_ERR_ALIGNMENT, "args->%s = %p is not aligned to its %lld-byte element", aligned[i].name,
+                        aligned[i].ptr, (long long)aligned[i].align);
+
+    memset(p, 0, sizeof *p);
+    p->a = *a;
+    p->C = C;
+    p->T = T;
+    p->group = a->Hv / a->Hk;
+    p->eps_l2 = a->eps_l2 != 0.0f ? a->eps_l2 : 1e-6f;
+    p->eps_rms = a->eps_rms != 0.0f ? a->eps_rms : 1e-6f;
+    p->scale = a->scale != 0.0f ? a->scale : gdn_rsqrtf((float)a->Dk);
+    p->max_len = max_len;
+    p->all_commit = all_commit;
+    if (a->backend == GDN_BACKEND_CPU && a->cpu_runner) {
+        p->threads = a->cpu_runner->workers;
+    } else {
+        const int pool = a->backend == GDN_BACKEND_CPU ? gdn_cpu_threads() : 1;
+        p->threads = a->threads == 0 || a->threads > pool ? pool : a->threads;
+    }
+    return GDN_OK;
+}
+
+/* Validates args into *p and picks the kernel: the named one (it must exist, be of the call's backend and be
+ * eligible) or the first of the call's backend that routes it. */
+static gdn_status pick(const gdn_layer_args *args, gdn__layer_problem *p, const gdn__layer_kernel **out) {
+    const gdn_status s = validate(args, p);
+    if (s != GDN_OK) return s;
+    if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
+        return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
+    for (int i = 0; i < LAYER_KERNELS; ++i) {
+        const gdn__layer_kernel *kn = &layer_kernels[i];
+        if (p->a.kernel ? strcmp(kn->name, p->a.kernel) != 0 : kn->backend != p->a.backend || !kn->routed(p)) continue;
+        if (kn->backend != p->a.backend || !kn->eligible(p))
+            return FAIL(GDN_ERR_INELIGIBLE, "args->kernel = \"%.64s\" cannot run these arguments here", p->a.kernel);
+        *out = kn;
+        return GDN_OK;
+    }
+    if (p->a.kernel)
+        return FAIL(GDN_ERR_UNKNOWN_KERNEL, "args->kernel = \"%.64s\": no such layer kernel (gdn_layer_kernel_name "
+                    "lists them)", p->a.kernel);
+    return FAIL(GDN_ERR_UNSUPPORTED, "no layer kernel of this backend takes this shape");
+}
+
+gdn_status gdn_layer(const gdn_layer_args *args) {
+    gdn__layer_problem p;
+    const gdn__layer_kernel *kn = NULL;
+    gdn_status s = pick(args, &p, &kn);
+    if (s != GDN_OK) return s;
+    s = kn->run(&p);
+    return s == GDN_OK ? gdn__ok() : FAIL(s, "layer kernel %s: %s", kn->name, gdn_status_str(s));
+}
+
+gdn_status gdn_layer_route(const gdn_layer_args *args, const char **kernel_name) {
+    if (!kernel_name) return gdn__fail(GDN_ERR_NULL_POINTER, "kernel_name is NULL");
+    gdn__layer_problem p;
+    const gdn__layer_kernel *kn = NULL;
+    const gdn_status s = pick(args, &p, &kn);
+    if (s == GDN_OK) *kernel_name = kn->name;
+    return s == GDN_OK ? gdn__ok() : s;
+}

@@ -1,0 +1,93 @@
+/* Private to libgdn: the validated layer step every layer kernel receives, and the contract's stage functions
+ * (docs/CONTRACT.md, "The layer step"), shared by the C and the CUDA kernels. */
+#ifndef GDN_LAYER_H
+#define GDN_LAYER_H
+
+#include "gdn.h"
+#include "common/gdn_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A validated gdn_layer_args, defaults resolved. Kernels trust every field. */
+typedef struct gdn__layer_problem {
+    gdn_layer_args a;
+    int64_t C;         /* channels: 2 Hk Dk + Hv Dv */
+    int64_t T;         /* tokens: cu_seqlens[B] */
+    int64_t group;     /* Hv / Hk */
+    float eps_l2, eps_rms, scale;
+    int64_t max_len;   /* the longest window */
+    int all_commit;    /* every sequence has a slot, starts from it and commits all its tokens */
+    int threads;       /* CPU worker ids (>= 1) */
+} gdn__layer_problem;
+
+/* Sequence b's window [start, start + n), slot (< 0: skipped), commit count k and fresh flag. */
+static inline int64_t gdn__seq_start(const gdn__layer_problem *p, int64_t b) { return p->a.cu_seqlens[b]; }
+static inline int64_t gdn__seq_len(const gdn__layer_problem *p, int64_t b) {
+    return (int64_t)p->a.cu_seqlens[b + 1] - p->a.cu_seqlens[b];
+}
+static inline int64_t gdn__seq_slot(const gdn__layer_problem *p, int64_t b) { return p->a.slot ? p->a.slot[b] : b; }
+static inline int64_t gdn__seq_commit(const gdn__layer_problem *p, int64_t b) {
+    return p->a.commit ? p->a.commit[b] : gdn__seq_len(p, b);
+}
+static inline int gdn__seq_fresh(const gdn__layer_problem *p, int64_t b) { return p->a.fresh && p->a.fresh[b]; }
+
+/* ---- the stages' scalar math, for C and CUDA (src/common/gdn_math.h's rules) ---- */
+
+/* The causal conv of one channel and SiLU: the fma chain over the taps from +0, oldest first, then + bias (+0
+ * without one). */
+GDN_HD float gdn__conv_silu(float x0, float x1, float x2, float x3, const float *w, float bias) {
+    float s = 0.0f;
+    s = fmaf(x0, w[0], s);
+    s = fmaf(x1, w[1], s);
+    s = fmaf(x2, w[2], s);
+    s = fmaf(x3, w[3], s);
+    return gdn_siluf(s + bias);
+}
+
+/* The L2 norm's factor from the tree sum of squares of D elements: rsqrt(ssq / D + eps / D); an element x
+ * becomes (factor x) rsqrt(D). */
+GDN_HD float gdn__l2_factor(float ssq, int64_t D, float eps) {
+    const float d = (float)D;
+    return gdn_rsqrtf(ssq / d + eps / d);
+}
+
+/* The decay: exp(softplus(alpha + dt_bias) A). */
+GDN_HD float gdn__layer_gate(float alpha, float dt_bias, float A) { return gdn_expf(gdn_softplusf(alpha + dt_bias) * A); }
+
+/* A of a head from A_log: -exp(A_log). */
+GDN_HD float gdn__layer_A(float A_log) { return -gdn_expf(A_log); }
+
+/* The gated RMSNorm of one element: ((rs o) gamma) gate(z), rs = rsqrt(ssq / Dv + eps) from the tree sum. */
+GDN_HD float gdn__rms_factor(float ssq, int64_t Dv, float eps) { return gdn_rsqrtf(ssq / (float)Dv + eps); }
+GDN_HD float gdn__gated_out(float rs, float o, float gamma, float z, int sigmoid_gate) {
+    return ((rs * o) * gamma) * (sigmoid_gate ? gdn_sigmoidf(z) : gdn_siluf(z));
+}
+
+/* ---- the kernel table ---- */
+
+typedef struct gdn__layer_kernel {
+    const char *name;
+    gdn_backend backend;
+    int (*eligible)(const gdn__layer_problem *p);
+    int (*routed)(const gdn__layer_problem *p);
+    gdn_status (*run)(const gdn__layer_problem *p);
+} gdn__layer_kernel;
+
+#include "layer/kernels.h"
+#define GDN__LAYER_DECLARE(name, backend)                                \
+    int gdn__layer_##name##_eligible(const gdn__layer_problem *p);       \
+    int gdn__layer_##name##_routed(const gdn__layer_problem *p);         \
+    gdn_status gdn__layer_##name(const gdn__layer_problem *p);
+GDN_LAYER_KERNELS(GDN__LAYER_DECLARE)
+#undef GDN__LAYER_DECLARE
+
+/* The CPU stages (src/layer/cpu/staged.c): conv, norms and gates into f32 buffers, the recurrence through
+ * gdn_delta per sequence (`delta_kernel`: a name, or NULL for the router), the gated norm, the histories. */
+gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,120 @@
+/* The layer step's contract in code: `ref` (the CPU stages of src/layer/cpu/staged.c over the recurrence's ref)
+ * and the float64 oracle. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn_internal.h"
+#include "gdn_testing.h"
+#include "layer/layer.h"
+
+int gdn__layer_ref_eligible(const gdn__layer_problem *p) { return p->a.backend == GDN_BACKEND_CPU; }
+int gdn__layer_ref_routed(const gdn__layer_problem *p) { return p == NULL; } /* only by name */
+gdn_status gdn__layer_ref(const gdn__layer_problem *p) { return gdn__layer_cpu_stages(p, "ref"); }
+
+/* ---- the oracle: the same math in double, plain sums, libm ---- */
+
+static double in_d(const gdn_layer_args *a, const void *base, int64_t idx) { return (double)gdn__load(base, a->dtype, idx); }
+
+/* One sequence's value head h over its window: y rows, the state after k tokens into S (double [Dk][Dv] as key
+ * row, value column), from S0 (NULL: zero). */
+static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t s0, int64_t n, int64_t k, const double *hist,
+                        int64_t h, double scale, double eps_l2, double eps_rms, double *S, double *S_commit, double *y) {
+    const int64_t Dk = a->Dk, Dv = a->Dv, hk = h / (a->Hv / a->Hk);
+    double *q = malloc((size_t)Dk * sizeof *q), *kk = malloc((size_t)Dk * sizeof *kk), *v = malloc((size_t)Dv * sizeof *v);
+    double *o = malloc((size_t)Dv * sizeof *o);
+    const double A = a->A ? (double)a->A[h] : -exp((double)a->A_log[h]);
+    for (int64_t t = 0; t < n; ++t) {
+        /* conv of channel c at token t: taps t-3 .. t over history and inputs */
+#define TAP(c, tt) ((tt) >= 0 ? in_d(a, a->qkv, (s0 + (tt)) * C + (c)) : hist[(c) * 3 + 3 + (tt)])
+#define CONV(c, out)                                                                                          \
+        do {                                                                                                  \
+            double s_ = a->conv_bias ? (double)a->conv_bias[c] : 0.0;                                         \
+            for (int w_ = 0; w_ < 4; ++w_) s_ += TAP(c, t - 3 + w_) * (double)a->conv_w[(c) * 4 + w_];        \
+            (out) = s_ / (1.0 + exp(-s_));                                                                    \
+        } while (0)
+        double sq = 0, sk = 0;
+        for (int64_t i = 0; i < Dk; ++i) {
+            CONV(hk * Dk + i, q[i]);
+            CONV(a->Hk * Dk + hk * Dk + i, kk[i]);
+            sq += q[i] * q[i], sk += kk[i] * kk[i];
+        }
+        for (int64_t i = 0; i < Dk; ++i) q[i] /= sqrt(sq + eps_l2), kk[i] /= sqrt(sk + eps_l2);
+        for (int64_t j = 0; j < Dv; ++j) CONV(2 * a->Hk * Dk + h * Dv + j, v[j]);
+        const int64_t row = (s0 + t) * a->Hv + h;
+        const double x = in_d(a, a->alpha, row) + (double)a->dt_bias[h];
+        const double sp = x > 20.0 ? x : log1p(exp(x));
+        const double g = exp(sp * A), beta = 1.0 / (1.0 + exp(-in_d(a, a->beta, row)));
+        double ss = 0;
+        for (int64_t j = 0; j < Dv; ++j) {
+            double kv = 0;
+            for (int64_t i = 0; i < Dk; ++i) kv += S[i * Dv + j] * kk[i];
+            const double d = (v[j] - g * kv) * beta;
+            double acc = 0;
+            for (int64_t i = 0; i < Dk; ++i) {
+                S[i * Dv + j] = g * S[i * Dv + j] + kk[i] * d;
+                acc += S[i * Dv + j] * q[i];
+            }
+            o[j] = acc * scale;
+            ss += o[j] * o[j];
+        }
+        const double rs = 1.0 / sqrt(ss / (double)Dv + eps_rms);
+        for (int64_t j = 0; j < Dv; ++j) {
+            const double z = in_d(a, a->z, row * Dv + j);
+            const double gz = a->out_gate == GDN_OUT_GATE_SIGMOID ? 1.0 / (1.0 + exp(-z)) : z / (1.0 + exp(-z));
+            y[row * Dv + j] = rs * o[j] * (double)a->gamma[j] * gz;
+        }
+        if (t + 1 == k) memcpy(S_commit, S, (size_t)(Dk * Dv) * sizeof *S);
+#undef CONV
+#undef TAP
+    }
+    free(q), free(kk), free(v), free(o);
+}
+
+gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist) {
+    const gdn_layer_args *a = args;
+    gdn_layer_args copy = *args;
+    copy.kernel = "ref";
+    const char *name;
+    const gdn_status s = gdn_layer_route(&copy, &name); /* validates as gdn_layer does */
+    if (s != GDN_OK) return s;
+    const int64_t Dk = a->Dk, Dv = a->Dv, C = 2 * a->Hk * Dk + a->Hv * Dv, per = a->Hv * Dk * Dv;
+    for (int64_t i = 0; i < a->slots * per; ++i) state[i] = a->state[i];
+    for (int64_t i = 0; i < a->slots * C * 3; ++i) hist[i] = in_d(a, a->hist_in, i);
+    const double scale = a->scale != 0.0f ? a->scale : 1.0 / sqrt((double)Dk);
+    const double eps_l2 = a->eps_l2 != 0.0f ? a->eps_l2 : 1e-6f, eps_rms = a->eps_rms != 0.0f ? a->eps_rms : 1e-6f;
+    double *S = malloc((size_t)(Dk * Dv) * sizeof *S), *Sc = malloc((size_t)(Dk * Dv) * sizeof *Sc);
+    double *h0 = malloc((size_t)(C * 3) * sizeof *h0);
+    if (!S || !Sc || !h0) {
+        free(S), free(Sc), free(h0);
+        return GDN_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t b = 0; b < a->B; ++b) {
+        const int64_t s0 = a->cu_seqlens[b], n = a->cu_seqlens[b + 1] - s0, slot = a->slot ? a->slot[b] : b;
+        const int64_t k = a->commit ? a->commit[b] : n;
+        if (slot < 0) {
+            for (int64_t i = s0 * a->Hv * Dv; i < (s0 + n) * a->Hv * Dv; ++i) y[i] = 0.0;
+            continue;
+        }
+        const int fresh = a->fresh && a->fresh[b];
+        for (int64_t i = 0; i < C * 3; ++i) h0[i] = fresh ? 0.0 : hist[slot * C * 3 + i];
+        for (int64_t h = 0; h < a->Hv; ++h) {
+            double *pool = state + slot * per + h * Dk * Dv;
+            for (int64_t i = 0; i < Dk; ++i)
+                for (int64_t j = 0; j < Dv; ++j)
+                    S[i * Dv + j] = fresh ? 0.0 : pool[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j];
+            oracle_head(a, C, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, y);
+            if (k > 0)
+                for (int64_t i = 0; i < Dk; ++i)
+                    for (int64_t j = 0; j < Dv; ++j)
+                        pool[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j] = Sc[i * Dv + j];
+        }
+        for (int64_t c = 0; k > 0 && c < C; ++c)
+            for (int i = 0; i < 3; ++i) {
+                const int64_t tt = k - 3 + i;
+                hist[(slot * C + c) * 3 + i] = tt >= 0 ? in_d(a, a->qkv, (s0 + tt) * C + c) : h0[c * 3 + 3 + tt];
+            }
+    }
+    free(S), free(Sc), free(h0);
+    return GDN_OK;
+}

@@ -1,0 +1,360 @@
+/* The layer step on the CPU: ref against the float64 oracle; every CPU layer kernel against ref bit for bit; the
+ * fused op against its stages computed here and gdn_delta; commit after k against a k-token window; verify; split
+ * windows; slot placement, batch composition and thread counts; fresh sequences; A against A_log; bad inputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn_testing.h"
+#include "harness.h"
+#include "layer_case.h"
+
+static lcase_cfg cfg_of(int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, gdn_dtype dt, int64_t B, const int32_t *len,
+                        uint64_t seed) {
+    lcase_cfg g;
+    memset(&g, 0, sizeof g);
+    g.Hk = Hk, g.Hv = Hv, g.Dk = Dk, g.Dv = Dv, g.dtype = dt, g.B = B, g.seed = seed;
+    for (int64_t b = 0; b < B; ++b) g.len[b] = len[b];
+    return g;
+}
+
+/* The shapes most tests run: small heads, odd sizes, the model's head size. */
+static const struct { int64_t Hk, Hv, Dk, Dv; } shapes[] = {{1, 1, 32, 32}, {2, 4, 16, 8}, {1, 3, 40, 24},
+                                                             {2, 6, 64, 32}, {1, 2, 128, 128}};
+enum { SHAPES = sizeof shapes / sizeof shapes[0] };
+
+static double max_abs(const double *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; ++i) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+TEST(layer_ref_matches_the_oracle) {
+    const int32_t len[3] = {5, 1, 9};
+    for (int s = 0; s < SHAPES; ++s)
+        for (int bias = 0; bias < 2; ++bias) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, GDN_F32, 3, len, 10 + s);
+            g.bias = bias, g.out_gate = bias ? GDN_OUT_GATE_SIGMOID : GDN_OUT_GATE_SILU, g.layout = (gdn_state_layout)bias;
+            lcase c;
+            lrun r;
+            if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+            c.commit[1] = 0, c.commit[2] = 4, c.fresh[0] = 1;
+            double *y = malloc(c.n_y * sizeof *y), *st = malloc(c.n_state * sizeof *st), *hi = malloc(c.n_hist * sizeof *hi);
+            gdn_layer_args a = lcase_args(&c, &r);
+            CHECK(gdn__oracle_layer(&a, y, st, hi) == GDN_OK);
+            CHECK(lcase_run(&c, &r, "ref", 0) == GDN_OK, "%s", gdn_last_error());
+            const double ym = max_abs(y, c.n_y), sm = max_abs(st, c.n_state);
+            double ey = 0, es = 0, eh = 0;
+            for (size_t i = 0; i < c.n_y; ++i) ey = fmax(ey, fabs((double)((float *)r.y)[i] - y[i]));
+            for (size_t i = 0; i < c.n_state; ++i) es = fmax(es, fabs((double)r.state[i] - st[i]));
+            for (size_t i = 0; i < c.n_hist; ++i) eh = fmax(eh, fabs((double)((float *)r.hist_out)[i] - hi[i]));
+            CHECK(ey <= 2e-5 * ym && es <= 2e-5 * sm && eh == 0.0, "shape %d bias %d: y %.3g of %.3g, state %.3g of %.3g, "
+                  "history %.3g", s, bias, ey, ym, es, sm, eh);
+            free(y), free(st), free(hi);
+            lrun_free(&r);
+            lcase_free(&c);
+        }
+}
+
+/* Every CPU layer kernel, every dtype, thread counts 1 and all: ref's bits. */
+TEST(layer_cpu_kernels_equal_ref) {
+    const int32_t len[4] = {3, 1, 17, 2};
+    for (int s = 0; s < SHAPES; ++s)
+        for (int dt = 0; dt < 3; ++dt) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)dt, 4, len, 20 + s);
+            g.layout = (gdn_state_layout)(s & 1), g.bias = dt & 1, g.A_log = s & 1;
+            lcase c;
+            lrun want;
+            if (!lcase_init(&c, &g) || !lrun_init(&want, &c, 0)) { CHECK(0, "allocation"); return; }
+            c.commit[0] = 2, c.commit[2] = 0, c.slot[3] = -1, c.fresh[1] = 1;
+            CHECK(lcase_run(&c, &want, "ref", 0) == GDN_OK, "%s", gdn_last_error());
+            for (int k = 0; k < gdn_layer_kernel_count(); ++k) {
+                const char *name = gdn_layer_kernel_name(k);
+                if (strncmp(name, "cuda", 4) == 0) continue;
+                for (int threads = 0; threads < 2; ++threads) {
+                    lrun got;
+                    if (!lrun_init(&got, &c, 0)) { CHECK(0, "allocation"); break; }
+                    CHECK(lcase_run(&c, &got, name, threads) == GDN_OK, "%s", gdn_last_error());
+                    CHECK(lrun_equal(&c, &want, &got), "%s, shape %d, dtype %d, threads %d", name, s, dt, threads);
+                    lrun_free(&got);
+                }
+            }
+            lrun_free(&want);
+            lcase_free(&c);
+        }
+}
+
+/* ---- the stages computed here, from the contract's text, and the recurrence by gdn_delta ---- */
+
+static float tree_sq(const float *x, int64_t n) {
+    const int64_t c = (n + 31) / 32;
+    float p[32];
+    for (int64_t l = 0; l < 32; ++l) {
+        p[l] = 0.0f;
+        for (int64_t e = l * c; e < (l + 1) * c && e < n; ++e) p[l] = fmaf(x[e], x[e], p[l]);
+    }
+    for (int m = 1; m < 32; m <<= 1)
+        for (int l = 0; l < 32; l += 2 * m) p[l] = p[l] + p[l + m];
+    return p[0];
+}
+
+TEST(layer_equals_its_stages_and_gdn_delta) {
+    const int32_t len[1] = {6};
+    for (int s = 0; s < SHAPES; ++s)
+        for (int dt = 0; dt < 3; dt += 2) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)dt, 1, len, 30 + s);
+            g.bias = 1;
+            lcase c;
+            lrun r;
+            if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+            CHECK(lcase_run(&c, &r, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            const int64_t T = c.T, Hk = g.Hk, Hv = g.Hv, Dk = g.Dk, Dv = g.Dv, C = c.C, slot = c.slot[0];
+            float *x = malloc((size_t)(T * C) * 4), *gate = malloc((size_t)(T * Hv) * 4), *beta = malloc((size_t)(T * Hv) * 4);
+            float *o = malloc((size_t)(T * Hv * Dv) * 4), *state = malloc((size_t)(Hv * Dk * Dv) * 4);
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t ch = 0; ch < C; ++ch) {
+                    float tap[4];
+                    for (int w = 0; w < 4; ++w) {
+                        const int64_t tt = t - 3 + w;
+                        tap[w] = tt >= 0 ? gdn__load(c.qkv, g.dtype, tt * C + ch)
+                                         : gdn__load(c.hist, g.dtype, (slot * C + ch) * 3 + 3 + tt);
+                    }
+                    float acc = 0.0f;
+                    for (int w = 0; w < 4; ++w) acc = fmaf(tap[w], c.conv_w[ch * 4 + w], acc);
+                    x[t * C + ch] = gdn_siluf(acc + c.conv_bias[ch]);
+                }
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t hh = 0; hh < 2 * Hk; ++hh) {
+                    float *v = x + t * C + hh * Dk;
+                    const float f = gdn_rsqrtf(tree_sq(v, Dk) / (float)Dk + 1e-6f / (float)Dk);
+                    for (int64_t i = 0; i < Dk; ++i) v[i] = (f * v[i]) * gdn_rsqrtf((float)Dk);
+                }
+            float *q = malloc((size_t)(T * Hk * Dk) * 4), *k = malloc((size_t)(T * Hk * Dk) * 4), *v = malloc((size_t)(T * Hv * Dv) * 4);
+            for (int64_t t = 0; t < T; ++t) {
+                memcpy(q + t * Hk * Dk, x + t * C, (size_t)(Hk * Dk) * 4);
+                memcpy(k + t * Hk * Dk, x + t * C + Hk * Dk, (size_t)(Hk * Dk) * 4);
+                memcpy(v + t * Hv * Dv, x + t * C + 2 * Hk * Dk, (size_t)(Hv * Dv) * 4);
+                for (int64_t h = 0; h < Hv; ++h) {
+                    const float sp = gdn_softplusf(gdn__load(c.alpha, g.dtype, t * Hv + h) + c.dt_bias[h]);
+                    gate[t * Hv + h] = gdn_expf(sp * c.A[h]);
+                    beta[t * Hv + h] = gdn_sigmoidf(gdn__load(c.beta, g.dtype, t * Hv + h));
+                }
+            }
+            memcpy(state, c.state + slot * Hv * Dk * Dv, (size_t)(Hv * Dk * Dv) * 4);
+            gdn_delta_args d;
+            memset(&d, 0, sizeof d);
+            d.B = 1, d.T = T, d.Hk = Hk, d.Hv = Hv, d.Dk = Dk, d.Dv = Dv, d.dtype = GDN_F32;
+            d.q = q, d.k = k, d.v = v, d.y = o, d.gate = gate, d.beta = beta, d.state_in = state, d.state_out = state;
+            d.scale = gdn_rsqrtf((float)Dk);
+            CHECK(gdn_delta(&d) == GDN_OK, "%s", gdn_last_error());
+            int same = memcmp(state, r.state + slot * Hv * Dk * Dv, (size_t)(Hv * Dk * Dv) * 4) == 0;
+            for (int64_t row = 0; row < T * Hv; ++row) {
+                const float f = gdn_rsqrtf(tree_sq(o + row * Dv, Dv) / (float)Dv + 1e-6f);
+                for (int64_t j = 0; j < Dv; ++j) {
+                    float z = gdn__load(c.z, g.dtype, row * Dv + j);
+                    float want = ((f * o[row * Dv + j]) * c.gamma[j]) * gdn_siluf(z);
+                    uint32_t wb = 0, gb = 0;
+                    if (g.dtype == GDN_F32) {
+                        memcpy(&wb, &want, 4);
+                        memcpy(&gb, (float *)r.y + row * Dv + j, 4);
+                    } else {
+                        wb = gdn__f32_to_bf16(want);
+                        gb = ((uint16_t *)r.y)[row * Dv + j];
+                    }
+                    same &= wb == gb;
+                }
+            }
+            CHECK(same, "shape %d dtype %d: gdn_layer differs from its stages", s, dt);
+            free(x), free(gate), free(beta), free(o), free(state), free(q), free(k), free(v);
+            lrun_free(&r);
+            lcase_free(&c);
+        }
+}
+
+/* Commit after k of n == a window of the first k tokens, for the pools; the n outputs == the verify window's;
+ * verify leaves the pools as they were. */
+TEST(layer_commit_after_k_is_a_k_token_step) {
+    const int32_t n = 7;
+    for (int s = 0; s < SHAPES; ++s) {
+        lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, GDN_BF16, 1, &n, 40 + s);
+        g.layout = (gdn_state_layout)(s & 1);
+        lcase c;
+        lrun verify;
+        if (!lcase_init(&c, &g) || !lrun_init(&verify, &c, 0)) { CHECK(0, "allocation"); return; }
+        c.commit[0] = 0;
+        CHECK(lcase_run(&c, &verify, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+        CHECK(memcmp(verify.state, c.state, c.n_state * 4) == 0 && memcmp(verify.hist_in, c.hist, c.n_hist * c.ds) == 0,
+              "shape %d: verify wrote a pool", s);
+        for (int32_t k = 1; k <= n; ++k) {
+            lrun fold, part;
+            if (!lrun_init(&fold, &c, 0) || !lrun_init(&part, &c, 0)) { CHECK(0, "allocation"); return; }
+            c.commit[0] = k;
+            CHECK(lcase_run(&c, &fold, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            CHECK(memcmp(fold.y, verify.y, c.n_y * c.ds) == 0, "shape %d k %d: outputs differ from verify's", s, k);
+            c.cu[1] = k, c.commit[0] = k; /* the window of the first k tokens */
+            CHECK(lcase_run(&c, &part, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            c.cu[1] = n;
+            CHECK(memcmp(fold.state, part.state, c.n_state * 4) == 0 && memcmp(fold.hist_out, part.hist_out, c.n_hist * c.ds) == 0,
+                  "shape %d: commit after %d differs from a %d-token step", s, k, k);
+            lrun_free(&fold), lrun_free(&part);
+        }
+        lrun_free(&verify);
+        lcase_free(&c);
+    }
+}
+
+/* A window in two calls == one call; the second call may run as single-token decode steps. */
+TEST(layer_split_windows_equal_one_window) {
+    const int32_t n = 9;
+    for (int s = 0; s < SHAPES; ++s)
+        for (int split = 1; split < n; split += 3) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, GDN_F32, 1, &n, 50 + s);
+            lcase c;
+            lrun one, two;
+            if (!lcase_init(&c, &g) || !lrun_init(&one, &c, 0) || !lrun_init(&two, &c, 0)) { CHECK(0, "allocation"); return; }
+            CHECK(lcase_run(&c, &one, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            /* the first `split` tokens, then the rest a token at a time, through a shifted view of the case */
+            lcase view = c;
+            int ok = 1;
+            for (int32_t t0 = 0; t0 < n && ok; t0 = t0 == 0 ? split : t0 + 1) {
+                const int32_t len = t0 == 0 ? split : 1;
+                view.cu[1] = len, view.commit[0] = len;
+                view.qkv = (char *)c.qkv + (size_t)t0 * (size_t)c.C * c.ds;
+                view.z = (char *)c.z + (size_t)(t0 * g.Hv * g.Dv) * c.ds;
+                view.alpha = (char *)c.alpha + (size_t)(t0 * g.Hv) * c.ds;
+                view.beta = (char *)c.beta + (size_t)(t0 * g.Hv) * c.ds;
+                lrun step = two;
+                step.y = (char *)two.y + (size_t)(t0 * g.Hv * g.Dv) * c.ds;
+                ok = lcase_run(&view, &step, NULL, 0) == GDN_OK;
+            }
+            CHECK(ok, "%s", gdn_last_error());
+            CHECK(lrun_equal(&c, &one, &two), "shape %d split %d", s, split);
+            lrun_free(&one), lrun_free(&two);
+            lcase_free(&c);
+        }
+}
+
+/* A sequence's outputs and pools do not depend on its slot, its place in the batch, the others' lengths or the
+ * thread count; a skipped sequence's rows are zero and its slot untouched. */
+TEST(layer_sequences_are_independent) {
+    int32_t len[12] = {4, 1, 1, 7, 2, 1, 16, 3, 1, 5, 1, 2};
+    lcase_cfg g = cfg_of(2, 4, 32, 16, GDN_F32, 12, len, 60);
+    g.slots = 40;
+    lcase c;
+    lrun batch;
+    if (!lcase_init(&c, &g) || !lrun_init(&batch, &c, 0)) { CHECK(0, "allocation"); return; }
+    for (int b = 0; b < 12; ++b) c.slot[b] = 37 - 3 * b;
+    c.slot[5] = -1;
+    CHECK(lcase_run(&c, &batch, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+    const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3, row = (size_t)(g.Hv * g.Dv);
+    for (int b = 0; b < 12; ++b) {
+        /* sequence b alone, at slot 0, on one thread */
+        lcase one = c;
+        one.cfg.B = 1;
+        one.cu[0] = 0, one.cu[1] = len[b];
+        one.slot[0] = 0, one.commit[0] = len[b];
+        one.qkv = (char *)c.qkv + (size_t)c.cu[b] * (size_t)c.C * c.ds;
+        one.z = (char *)c.z + (size_t)c.cu[b] * row * c.ds;
+        one.alpha = (char *)c.alpha + (size_t)(c.cu[b] * g.Hv) * c.ds;
+        one.beta = (char *)c.beta + (size_t)(c.cu[b] * g.Hv) * c.ds;
+        lrun r;
+        if (!lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); break; }
+        const int32_t from = c.slot[b] < 0 ? 0 : c.slot[b];
+        memcpy(r.state, c.state + from * per_s, per_s * 4);
+        memcpy(r.hist_in, (char *)c.hist + from * per_h * c.ds, per_h * c.ds);
+        CHECK(lcase_run(&one, &r, NULL, 1) == GDN_OK, "%s", gdn_last_error());
+        const void *yb = (char *)batch.y + (size_t)c.cu[b] * row * c.ds;
+        if (c.slot[b] < 0) {
+            int zero = 1;
+            for (size_t i = 0; i < (size_t)len[b] * row; ++i) zero &= ((float *)yb)[i] == 0.0f;
+            CHECK(zero, "a skipped sequence's rows are not zero");
+        } else {
+            CHECK(memcmp(yb, r.y, (size_t)len[b] * row * c.ds) == 0, "sequence %d: outputs depend on the batch", b);
+            CHECK(memcmp(batch.state + c.slot[b] * per_s, r.state, per_s * 4) == 0 &&
+                  memcmp((char *)batch.hist_out + c.slot[b] * per_h * c.ds, r.hist_out, per_h * c.ds) == 0,
+                  "sequence %d: pools depend on the batch or the slot", b);
+        }
+        lrun_free(&r);
+    }
+    /* slots no sequence names, and the skipped one's, are untouched */
+    int untouched = 1;
+    for (int32_t s = 0; s < 40; ++s) {
+        int named = 0;
+        for (int b = 0; b < 12; ++b) named |= c.slot[b] == s;
+        if (!named)
+            untouched &= memcmp(batch.state + s * per_s, c.state + s * per_s, per_s * 4) == 0 &&
+                         memcmp((char *)batch.hist_out + s * per_h * c.ds, (char *)c.hist + s * per_h * c.ds, per_h * c.ds) == 0;
+    }
+    CHECK(untouched, "a slot no sequence names was written");
+    lrun_free(&batch);
+    lcase_free(&c);
+}
+
+/* fresh == a zeroed slot; A == -exp(A_log) given as A_log; hist_out separate == in place, hist_in untouched. */
+TEST(layer_fresh_A_log_and_separate_histories) {
+    const int32_t len[2] = {5, 3};
+    lcase_cfg g = cfg_of(2, 4, 32, 32, GDN_F16, 2, len, 70);
+    lcase c;
+    lrun base, fresh, zeroed, alog, sep;
+    if (!lcase_init(&c, &g) || !lrun_init(&base, &c, 0) || !lrun_init(&fresh, &c, 0) || !lrun_init(&zeroed, &c, 0) ||
+        !lrun_init(&alog, &c, 0) || !lrun_init(&sep, &c, 1)) { CHECK(0, "allocation"); return; }
+    CHECK(lcase_run(&c, &base, NULL, 0) == GDN_OK);
+    c.cfg.A_log = 1;
+    CHECK(lcase_run(&c, &alog, NULL, 0) == GDN_OK);
+    c.cfg.A_log = 0;
+    CHECK(lrun_equal(&c, &base, &alog), "A_log differs from A = -exp(A_log)");
+    CHECK(lcase_run(&c, &sep, NULL, 0) == GDN_OK);
+    CHECK(lrun_equal(&c, &base, &sep) && memcmp(sep.hist_in, c.hist, c.n_hist * c.ds) == 0,
+          "separate histories differ from in place, or hist_in was written");
+    c.fresh[1] = 1;
+    CHECK(lcase_run(&c, &fresh, NULL, 0) == GDN_OK);
+    c.fresh[1] = 0;
+    const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3;
+    memset(zeroed.state + c.slot[1] * per_s, 0, per_s * 4);
+    memset((char *)zeroed.hist_in + c.slot[1] * per_h * c.ds, 0, per_h * c.ds);
+    CHECK(lcase_run(&c, &zeroed, NULL, 0) == GDN_OK);
+    CHECK(lrun_equal(&c, &fresh, &zeroed), "fresh differs from a zeroed slot");
+    lrun_free(&base), lrun_free(&fresh), lrun_free(&zeroed), lrun_free(&alog), lrun_free(&sep);
+    lcase_free(&c);
+}
+
+/* Bad inputs: a status naming the field, and y and the pools untouched. */
+TEST(layer_bad_inputs_write_nothing) {
+    const int32_t len[3] = {2, 3, 1};
+    lcase_cfg g = cfg_of(1, 2, 16, 16, GDN_F32, 3, len, 80);
+    lcase c;
+    lrun r;
+    if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+    for (int which = 0; which < 12; ++which) {
+        lcase bad = c;
+        gdn_layer_args a = lcase_args(&bad, &r);
+        int32_t slot[3] = {1, 2, 3}, commit[3] = {2, 3, 1}, cu[4] = {0, 2, 5, 6};
+        a.slot = slot, a.commit = commit, a.cu_seqlens = cu;
+        gdn_status want = GDN_ERR_BAD_SIZE;
+        const char *field = "";
+        switch (which) {
+        case 0: slot[1] = (int32_t)c.slots; field = "args->slot[1]"; break;
+        case 1: slot[2] = 1; want = GDN_ERR_OVERLAP; field = "slot 1"; break;
+        case 2: cu[2] = 2; field = "args->cu_seqlens[2]"; break;
+        case 3: commit[1] = 4; field = "args->commit[1]"; break;
+        case 4: a.hist_out = (char *)r.hist_in + 4; want = GDN_ERR_OVERLAP; field = "args->hist_out"; break;
+        case 5: a.A_log = c.A_log; want = GDN_ERR_BAD_ENUM; field = "args->A"; break;
+        case 6: a.reserved[3] = 1; want = GDN_ERR_RESERVED; field = "args->reserved[3]"; break;
+        case 7: cu[0] = 1; field = "args->cu_seqlens[0]"; break;
+        case 8: a.y = (char *)r.state + 8; want = GDN_ERR_OVERLAP; field = "args->y"; break;
+        case 9: a.gamma = NULL; want = GDN_ERR_NULL_POINTER; field = "args->gamma"; break;
+        case 10: a.state = (float *)((char *)r.state + 2); want = GDN_ERR_ALIGNMENT; field = "args->state"; break;
+        default: a.kernel = "nope"; want = GDN_ERR_UNKNOWN_KERNEL; field = "args->kernel"; break;
+        }
+        const gdn_status s = gdn_layer(&a);
+        CHECK(s == want && strstr(gdn_last_error(), field) != NULL, "case %d: status %d (%s), want %d naming %s", which,
+              (int)s, gdn_last_error(), (int)want, field);
+        uint32_t poison = 0xFFFFFFFFu;
+        int y_poisoned = 1;
+        for (size_t i = 0; i < c.n_y; ++i) y_poisoned &= memcmp((float *)r.y + i, &poison, 4) == 0;
+        CHECK(y_poisoned && memcmp(r.state, c.state, c.n_state * 4) == 0 && memcmp(r.hist_in, c.hist, c.n_hist * c.ds) == 0,
+              "case %d wrote an output", which);
+    }
+    lrun_free(&r);
+    lcase_free(&c);
+}
