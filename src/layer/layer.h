@@ -83,6 +83,17 @@ typedef struct gdn__layer_kernel {
 GDN_LAYER_KERNELS(GDN__LAYER_DECLARE)
 #undef GDN__LAYER_DECLARE
 
+/* The stages' f32 buffers, host or device memory: q, k [T, Hk, Dk], v and the readout o [T, Hv, Dv], g and
+ * beta [T, Hv]. */
+typedef struct gdn__layer_buffers {
+    float *q, *k, *v, *g, *beta, *o;
+} gdn__layer_buffers;
+
+/* The recurrence of every sequence with a slot through gdn_delta on the call's backend (src/layer/recurrence.c):
+ * from the slot's state (zero when fresh), o for all n tokens; with a commit after k the first k tokens write the
+ * state back and the rest read it. `delta_kernel`: a gdn_delta kernel name, or NULL for the router. */
+gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel);
+
 /* The CPU stages (src/layer/cpu/staged.c): conv, norms and gates into f32 buffers, the recurrence through
  * gdn_delta per sequence (`delta_kernel`: a name, or NULL for the router), the gated norm, the histories. */
 gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel);

@@ -3,8 +3,8 @@
  *   1. prologue, an item per (sequence, head of q, k or v): per token, the conv and SiLU of the head's channels,
  *      the L2 norm of q and k heads; the v items also the gate and beta of their head. Into f32 buffers:
  *      q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv].
- *   2. the recurrence, through gdn_delta per sequence on the slot's state, the readout o into [T, Hv, Dv] f32
- *      (a commit after k < n tokens: the first k tokens writing the state, the rest reading it).
+ *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence on the slot's state), the readout o into
+ *      [T, Hv, Dv] f32.
  *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence).
  *   4. the histories of the committing sequences, an item per sequence: each channel's last three inputs.
  * Every stage reads what the earlier ones wrote, so the pools are written only by stages 2 and 4, after every
@@ -18,7 +18,7 @@
 typedef struct stages {
     const gdn__layer_problem *p;
     gdn__problem pool;        /* carries the threads and the runner for gdn__parallel_for */
-    float *q, *k, *v, *g, *beta, *o;
+    float *q, *k, *v, *g, *beta, *o; /* the stages' buffers (gdn__layer_buffers) */
     int32_t *seq_of;          /* [T]: the sequence of each token */
 } stages;
 
@@ -101,32 +101,6 @@ static void history_item(void *ctx, int64_t b, int worker) {
     }
 }
 
-/* Tokens [t0, t1) of sequence b through gdn_delta: from the slot's state (or zero), writing it back if `write`. */
-static gdn_status recurrence(const stages *st, int64_t b, int64_t t0, int64_t t1, int from_slot, int write,
-                             const char *kernel) {
-    const gdn__layer_problem *p = st->p;
-    const gdn_layer_args *a = &p->a;
-    const int64_t s0 = gdn__seq_start(p, b) + t0, slot = gdn__seq_slot(p, b);
-    float *state = a->state + slot * a->Hv * a->Dk * a->Dv;
-    gdn_delta_args d;
-    memset(&d, 0, sizeof d);
-    d.B = 1, d.T = t1 - t0, d.Hk = a->Hk, d.Hv = a->Hv, d.Dk = a->Dk, d.Dv = a->Dv;
-    d.dtype = GDN_F32;
-    d.q = st->q + s0 * a->Hk * a->Dk, d.k = st->k + s0 * a->Hk * a->Dk, d.v = st->v + s0 * a->Hv * a->Dv;
-    d.y = st->o + s0 * a->Hv * a->Dv;
-    d.gate_kind = GDN_GATE_DECAY, d.gate = st->g + s0 * a->Hv;
-    d.beta_kind = GDN_BETA_DIRECT, d.beta = st->beta + s0 * a->Hv;
-    d.state_layout = a->state_layout;
-    d.state_in = from_slot ? state : NULL;
-    d.state_out = write ? state : NULL;
-    d.scale = p->scale;
-    d.backend = GDN_BACKEND_CPU;
-    d.kernel = kernel;
-    d.threads = a->threads;
-    d.cpu_runner = a->cpu_runner;
-    return gdn_delta(&d);
-}
-
 gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel) {
     const gdn_layer_args *a = &p->a;
     const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
@@ -147,18 +121,8 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
         for (int64_t t = gdn__seq_start(p, b); t < a->cu_seqlens[b + 1]; ++t) st.seq_of[t] = (int32_t)b;
 
     gdn__parallel_for(&st.pool, a->B * (2 * a->Hk + a->Hv), p->threads, prologue_item, &st);
-    gdn_status s = GDN_OK;
-    for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
-        if (gdn__seq_slot(p, b) < 0) continue;
-        const int64_t n = gdn__seq_len(p, b), k = gdn__seq_commit(p, b);
-        const int from_slot = !gdn__seq_fresh(p, b);
-        if (k == 0 || k == n) {
-            s = recurrence(&st, b, 0, n, from_slot, k == n, delta_kernel);
-        } else {
-            s = recurrence(&st, b, 0, k, from_slot, 1, delta_kernel);
-            if (s == GDN_OK) s = recurrence(&st, b, k, n, 1, 0, delta_kernel);
-        }
-    }
+    const gdn__layer_buffers bufs = {st.q, st.k, st.v, st.g, st.beta, st.o};
+    const gdn_status s = gdn__layer_recurrence(p, &bufs, delta_kernel);
     if (s == GDN_OK) {
         gdn__parallel_for(&st.pool, T * a->Hv, p->threads, epilogue_item, &st);
         gdn__parallel_for(&st.pool, a->B, p->threads, history_item, &st);

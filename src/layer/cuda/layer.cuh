@@ -1,0 +1,94 @@
+/* Device-side pieces of the layer step's CUDA kernels (staged.cu, fused.cu): the problem as the kernels read it,
+ * a chunk of sequences passed by value (no device copy of the host arrays), the conv's taps, and the launches
+ * of the stages that both kernels share. */
+#ifndef GDN_LAYER_CUDA_CUH
+#define GDN_LAYER_CUDA_CUH
+
+#include "cuda/gdn_cuda.cuh"
+#include "layer/layer.h"
+
+/* Sequences per launch: their arrays travel as kernel parameters (under the 4 KiB of a launch's parameters). */
+#define GDN_LAYER_CHUNK 256
+
+struct gdn_layer_dev {
+    int Hk, Hv, Dk, Dv, group, out_gate, layout;
+    int64_t C;
+    float eps_l2, eps_rms, scale;
+    const void *qkv, *z, *alpha, *beta;
+    void *y;
+    const float *conv_w, *conv_bias, *dt_bias, *A, *A_log, *gamma;
+    float *state;
+    const void *hist_in;
+    void *hist_out;
+};
+
+/* Sequences b0 .. b0 + n - 1 of the call, as chunk entries 0 .. n - 1 (start: absolute tokens). */
+struct gdn_layer_seqs {
+    int n, max_len;
+    int32_t start[GDN_LAYER_CHUNK + 1];
+    int32_t slot[GDN_LAYER_CHUNK], commit[GDN_LAYER_CHUNK];
+    uint8_t fresh[GDN_LAYER_CHUNK];
+};
+
+static inline gdn_layer_dev gdn_layer_dev_of(const gdn__layer_problem *p) {
+    const gdn_layer_args *a = &p->a;
+    gdn_layer_dev d;
+    d.Hk = (int)a->Hk, d.Hv = (int)a->Hv, d.Dk = (int)a->Dk, d.Dv = (int)a->Dv, d.group = (int)p->group;
+    d.out_gate = (int)a->out_gate, d.layout = (int)a->state_layout, d.C = p->C;
+    d.eps_l2 = p->eps_l2, d.eps_rms = p->eps_rms, d.scale = p->scale;
+    d.qkv = a->qkv, d.z = a->z, d.alpha = a->alpha, d.beta = a->beta, d.y = a->y;
+    d.conv_w = a->conv_w, d.conv_bias = a->conv_bias, d.dt_bias = a->dt_bias, d.A = a->A, d.A_log = a->A_log;
+    d.gamma = a->gamma, d.state = a->state, d.hist_in = a->hist_in, d.hist_out = a->hist_out;
+    return d;
+}
+
+/* The chunk of sequences from b0. */
+static inline gdn_layer_seqs gdn_layer_seqs_of(const gdn__layer_problem *p, int64_t b0) {
+    gdn_layer_seqs s;
+    const int64_t n = p->a.B - b0 < GDN_LAYER_CHUNK ? p->a.B - b0 : GDN_LAYER_CHUNK;
+    s.n = (int)n, s.max_len = 0;
+    for (int64_t i = 0; i <= n; ++i) s.start[i] = p->a.cu_seqlens[b0 + i];
+    for (int64_t i = 0; i < n; ++i) {
+        s.slot[i] = (int32_t)gdn__seq_slot(p, b0 + i);
+        s.commit[i] = (int32_t)gdn__seq_commit(p, b0 + i);
+        s.fresh[i] = (uint8_t)gdn__seq_fresh(p, b0 + i);
+        const int len = s.start[i + 1] - s.start[i];
+        if (len > s.max_len) s.max_len = len;
+    }
+    return s;
+}
+
+/* Input t of channel c (t relative to the window; -3 .. -1: the history, zero when fresh). */
+template <int DT>
+__device__ __forceinline__ float gdn_layer_tap(const gdn_layer_dev &d, int64_t tok0, int slot, bool fresh, int64_t c,
+                                               int t) {
+    if (t >= 0) return gdn_ld<DT>(d.qkv, (tok0 + t) * d.C + c);
+    if (fresh) return 0.0f;
+    return gdn_ld<DT>(d.hist_in, ((int64_t)slot * d.C + c) * 3 + 3 + t);
+}
+
+/* The conv and SiLU of channel c at token t. */
+template <int DT>
+__device__ __forceinline__ float gdn_layer_conv(const gdn_layer_dev &d, int64_t tok0, int slot, bool fresh, int64_t c,
+                                                int t) {
+    const float w[4] = {__ldg(d.conv_w + c * 4), __ldg(d.conv_w + c * 4 + 1), __ldg(d.conv_w + c * 4 + 2),
+                        __ldg(d.conv_w + c * 4 + 3)};
+    return gdn__conv_silu(gdn_layer_tap<DT>(d, tok0, slot, fresh, c, t - 3), gdn_layer_tap<DT>(d, tok0, slot, fresh, c, t - 2),
+                          gdn_layer_tap<DT>(d, tok0, slot, fresh, c, t - 1), gdn_layer_tap<DT>(d, tok0, slot, fresh, c, t), w,
+                          d.conv_bias ? __ldg(d.conv_bias + c) : 0.0f);
+}
+
+/* The decay and beta of token row (t, h). */
+template <int DT>
+__device__ __forceinline__ void gdn_layer_gate_beta(const gdn_layer_dev &d, int64_t row, int h, float *g, float *beta) {
+    const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
+    *g = gdn__layer_gate(gdn_ld<DT>(d.alpha, row), __ldg(d.dt_bias + h), A);
+    *beta = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
+}
+
+extern "C" {
+/* The histories of the chunk's committing sequences, after every kernel that reads hist_in (staged.cu). */
+gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p, const gdn_layer_seqs *s);
+}
+
+#endif

@@ -1,0 +1,146 @@
+/* cuda_staged: the layer step on the GPU as its stages, for any shape and window (src/layer/cpu/staged.c's plan):
+ *   prologue   a warp per (head of q, k or v; 8 tokens; sequence): lane l convolves its contract chunk of the
+ *              head's channels (ceil(D/32) from l ceil(D/32)), the L2 norm's sum is the warp's butterfly; the v
+ *              warps also the gate and beta. Into f32 buffers (stream-ordered allocation).
+ *   recurrence gdn_delta per sequence (src/layer/recurrence.c): cuda_window and the rest of the router.
+ *   epilogue   a warp per (value head; 8 tokens; sequence): the gated RMSNorm, its sum the warp's butterfly.
+ *   histories  a thread per (channel, sequence) of the committing sequences, after everything that reads hist_in,
+ *              so hist_out may be hist_in. */
+#include "layer/cuda/layer.cuh"
+
+#define LAYER_WARPS 4       /* warps per block of the prologue and the epilogue */
+#define LAYER_TOKENS 8      /* tokens per warp */
+
+/* grid: x head (2 Hk + Hv), y token groups of LAYER_WARPS * LAYER_TOKENS, z sequence of the chunk */
+template <int DT>
+__global__ void __launch_bounds__(32 * LAYER_WARPS) gdn_layer_prologue(gdn_layer_dev d, gdn_layer_seqs sq, gdn__layer_buffers w) {
+    const int head = blockIdx.x, b = blockIdx.z, lane = threadIdx.x & 31;
+    const int t0 = (blockIdx.y * LAYER_WARPS + threadIdx.x / 32) * LAYER_TOKENS;
+    const int64_t tok0 = sq.start[b];
+    const int n = sq.start[b + 1] - sq.start[b], slot = sq.slot[b];
+    const bool fresh = sq.fresh[b];
+    if (slot < 0 || t0 >= n) return;
+    const bool qk = head < 2 * d.Hk;
+    const int h = qk ? head % d.Hk : head - 2 * d.Hk, D = qk ? d.Dk : d.Dv, c = (D + 31) / 32;
+    const int64_t c0 = qk ? (int64_t)(head >= d.Hk) * d.Hk * d.Dk + (int64_t)h * d.Dk : 2 * (int64_t)d.Hk * d.Dk + (int64_t)h * d.Dv;
+    const int e0 = lane * c, e1 = e0 + c < D ? e0 + c : D;
+    const float inv = gdn_rsqrtf((float)d.Dk);
+    for (int t = t0; t < n && t < t0 + LAYER_TOKENS; ++t) {
+        const int64_t tok = tok0 + t;
+        float *x = qk ? (head >= d.Hk ? w.k : w.q) + (tok * d.Hk + h) * d.Dk : w.v + (tok * d.Hv + h) * d.Dv;
+        float acc = 0.0f;
+        for (int e = e0; e < e1; ++e) {
+            const float v = gdn_layer_conv<DT>(d, tok0, slot, fresh, c0 + e, t);
+            x[e] = v;
+            acc = __fmaf_rn(v, v, acc);
+        }
+        if (qk) {
+            const float f = gdn__l2_factor(gdn_warp_tree<1>(acc), d.Dk, d.eps_l2);
+            for (int e = e0; e < e1; ++e) x[e] = __fmul_rn(__fmul_rn(f, x[e]), inv);
+        } else if (lane == 0) {
+            gdn_layer_gate_beta<DT>(d, tok * d.Hv + h, h, w.g + tok * d.Hv + h, w.beta + tok * d.Hv + h);
+        }
+    }
+}
+
+/* grid: x value head, y token groups, z sequence of the chunk */
+template <int DT>
+__global__ void __launch_bounds__(32 * LAYER_WARPS) gdn_layer_epilogue(gdn_layer_dev d, gdn_layer_seqs sq, const float *o) {
+    const int h = blockIdx.x, b = blockIdx.z, lane = threadIdx.x & 31;
+    const int t0 = (blockIdx.y * LAYER_WARPS + threadIdx.x / 32) * LAYER_TOKENS;
+    const int n = sq.start[b + 1] - sq.start[b], c = (d.Dv + 31) / 32, e0 = lane * c, e1 = e0 + c < d.Dv ? e0 + c : d.Dv;
+    for (int t = t0; t < n && t < t0 + LAYER_TOKENS; ++t) {
+        const int64_t row = ((int64_t)sq.start[b] + t) * d.Hv + h;
+        if (sq.slot[b] < 0) {
+            for (int e = e0; e < e1; ++e) gdn_st_dt<DT>(d.y, row * d.Dv + e, 0.0f);
+            continue;
+        }
+        const float *x = o + row * d.Dv;
+        float acc = 0.0f;
+        for (int e = e0; e < e1; ++e) acc = __fmaf_rn(x[e], x[e], acc);
+        const float rs = gdn__rms_factor(gdn_warp_tree<1>(acc), d.Dv, d.eps_rms);
+        for (int e = e0; e < e1; ++e)
+            gdn_st_dt<DT>(d.y, row * d.Dv + e,
+                          gdn__gated_out(rs, x[e], __ldg(d.gamma + e), gdn_ld<DT>(d.z, row * d.Dv + e), d.out_gate));
+    }
+}
+
+/* grid: x channel blocks of 128, y sequence of the chunk */
+template <int DT>
+__global__ void __launch_bounds__(128) gdn_layer_history(gdn_layer_dev d, gdn_layer_seqs sq) {
+    gdn_grid_dependency_wait();
+    const int b = blockIdx.y, slot = sq.slot[b], k = sq.commit[b];
+    const int64_t c = (int64_t)blockIdx.x * 128 + threadIdx.x;
+    if (slot < 0 || k == 0 || c >= d.C) return;
+    const int64_t tok0 = sq.start[b];
+    const float x0 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 3);
+    const float x1 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 2);
+    const float x2 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 1);
+    const int64_t at = ((int64_t)slot * d.C + c) * 3;
+    gdn_st_dt<DT>(d.hist_out, at, x0);
+    gdn_st_dt<DT>(d.hist_out, at + 1, x1);
+    gdn_st_dt<DT>(d.hist_out, at + 2, x2);
+}
+
+/* f(integral_constant<int, dtype>) for the problem's dtype */
+template <typename F>
+static gdn_status layer_dtype(const gdn__layer_problem *p, F &&f) {
+    switch (p->a.dtype) {
+    case GDN_F16: return f(std::integral_constant<int, GDN_F16>());
+    case GDN_BF16: return f(std::integral_constant<int, GDN_BF16>());
+    default: return f(std::integral_constant<int, GDN_F32>());
+    }
+}
+
+static int token_groups(int max_len) { return (max_len + LAYER_WARPS * LAYER_TOKENS - 1) / (LAYER_WARPS * LAYER_TOKENS); }
+
+extern "C" {
+
+gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p, const gdn_layer_seqs *s) {
+    const gdn_layer_dev d = gdn_layer_dev_of(p);
+    const dim3 grid((unsigned)((p->C + 127) / 128), (unsigned)s->n);
+    return layer_dtype(p, [&](auto dt) { return gdn_launch_pdl(gdn_layer_history<dt.value>, grid, 128, 0, p->a.stream, d, *s); });
+}
+
+/* Any shape whose grids fit (channel blocks, token groups under 65536). */
+int gdn__layer_cuda_staged_eligible(const gdn__layer_problem *p) {
+    return p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() > 0 && (p->C + 127) / 128 <= 0x7fffffff &&
+           token_groups((int)p->max_len) <= 65535 && 2 * p->a.Hk + p->a.Hv <= 0x7fffffff;
+}
+int gdn__layer_cuda_staged_routed(const gdn__layer_problem *p) { return gdn__layer_cuda_staged_eligible(p); }
+
+gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
+    const gdn_layer_args *a = &p->a;
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
+    float *buf = NULL;
+    if (cudaMallocAsync((void **)&buf, (size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return GDN_ERR_OUT_OF_MEMORY;
+    }
+    const gdn__layer_buffers w = {buf, buf + qk, buf + 2 * qk, buf + 2 * qk + 2 * vv, buf + 2 * qk + 2 * vv + gb, buf + 2 * qk + vv};
+    const gdn_layer_dev d = gdn_layer_dev_of(p);
+    gdn_status s = GDN_OK;
+    for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) {
+        const gdn_layer_seqs sq = gdn_layer_seqs_of(p, b0);
+        const dim3 grid((unsigned)(2 * a->Hk + a->Hv), (unsigned)token_groups(sq.max_len), (unsigned)sq.n);
+        s = layer_dtype(p, [&](auto dt) {
+            gdn_layer_prologue<dt.value><<<grid, 32 * LAYER_WARPS, 0, stream>>>(d, sq, w);
+            return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+        });
+    }
+    if (s == GDN_OK) s = gdn__layer_recurrence(p, &w, NULL);
+    for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) {
+        const gdn_layer_seqs sq = gdn_layer_seqs_of(p, b0);
+        const dim3 grid((unsigned)a->Hv, (unsigned)token_groups(sq.max_len), (unsigned)sq.n);
+        s = layer_dtype(p, [&](auto dt) {
+            gdn_layer_epilogue<dt.value><<<grid, 32 * LAYER_WARPS, 0, stream>>>(d, sq, w.o);
+            return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+        });
+        if (s == GDN_OK) s = gdn__layer_cuda_histories(p, &sq);
+    }
+    const cudaError_t freed = cudaFreeAsync(buf, stream);
+    return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
+} /* extern "C" */

@@ -1,0 +1,161 @@
+/* The layer step on the GPU. Without a device (or a CUDA build): GDN_ERR_NO_DEVICE and nothing written. With one:
+ * every CUDA layer kernel where eligible, and the router's choice, against the CPU's `staged` (itself ref's bits,
+ * test_layer.c) on the same inputs: memcmp of y, the state pool and the history pool, y poisoned first, over the
+ * model's heads (Hk 16, Hv 32 and 48, D 128), windows 1 to 2048, batches up to 256 with mixed lengths, commits,
+ * verifies, skipped and fresh sequences, f32 and bf16, in-place and separate histories, and odd shapes.
+ * GDN_TEST_VERBOSE prints a line per case. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn_testing.h"
+#include "harness.h"
+#include "layer_case.h"
+
+#ifdef GDN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+TEST(layer_cuda_without_device_writes_nothing) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) > 0) {
+        CHECK(1);
+        return;
+    }
+    const int32_t len[1] = {2};
+    lcase_cfg g;
+    memset(&g, 0, sizeof g);
+    g.Hk = 1, g.Hv = 1, g.Dk = 32, g.Dv = 32, g.B = 1, g.len[0] = len[0], g.seed = 1;
+    lcase c;
+    lrun r;
+    if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+    gdn_layer_args a = lcase_args(&c, &r);
+    a.backend = GDN_BACKEND_CUDA;
+    CHECK(gdn_layer(&a) == GDN_ERR_NO_DEVICE);
+    CHECK(memcmp(r.state, c.state, c.n_state * 4) == 0 && memcmp(r.hist_in, c.hist, c.n_hist * c.ds) == 0);
+    lrun_free(&r);
+    lcase_free(&c);
+}
+
+#ifdef GDN_HAVE_CUDA
+
+static void *to_device(const void *src, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (src) cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* Runs `kernel` (NULL: routed) on the GPU over copies of the case, the results back into r (host). */
+static gdn_status run_cuda(const lcase *c, lrun *r, int separate, const char *kernel, const char **routed) {
+    const lcase_cfg *g = &c->cfg;
+    lcase dc = *c;
+    dc.qkv = to_device(c->qkv, (size_t)(c->T * c->C) * c->ds);
+    dc.z = to_device(c->z, c->n_y * c->ds);
+    dc.alpha = to_device(c->alpha, (size_t)(c->T * g->Hv) * c->ds);
+    dc.beta = to_device(c->beta, (size_t)(c->T * g->Hv) * c->ds);
+    dc.conv_w = to_device(c->conv_w, (size_t)(c->C * 4) * 4);
+    dc.conv_bias = to_device(c->conv_bias, (size_t)c->C * 4);
+    dc.dt_bias = to_device(c->dt_bias, (size_t)g->Hv * 4);
+    dc.A = to_device(c->A, (size_t)g->Hv * 4);
+    dc.A_log = to_device(c->A_log, (size_t)g->Hv * 4);
+    dc.gamma = to_device(c->gamma, (size_t)g->Dv * 4);
+    lrun dr;
+    dr.y = to_device(NULL, c->n_y * c->ds);
+    dr.state = to_device(c->state, c->n_state * 4);
+    dr.hist_in = to_device(c->hist, c->n_hist * c->ds);
+    dr.hist_out = separate ? to_device(c->hist, c->n_hist * c->ds) : dr.hist_in;
+    gdn_status s = GDN_ERR_OUT_OF_MEMORY;
+    if (dc.qkv && dc.z && dc.alpha && dc.beta && dc.conv_w && dc.conv_bias && dc.dt_bias && dc.A && dc.A_log &&
+        dc.gamma && dr.y && dr.state && dr.hist_in && dr.hist_out) {
+        cudaMemset(dr.y, 0xFF, c->n_y * c->ds);
+        gdn_layer_args a = lcase_args(&dc, &dr);
+        a.backend = GDN_BACKEND_CUDA;
+        a.kernel = kernel;
+        if (routed) gdn_layer_route(&a, routed);
+        s = gdn_layer(&a);
+        if (s == GDN_OK && cudaDeviceSynchronize() != cudaSuccess) s = GDN_ERR_DEVICE;
+        cudaMemcpy(r->y, dr.y, c->n_y * c->ds, cudaMemcpyDeviceToHost);
+        cudaMemcpy(r->state, dr.state, c->n_state * 4, cudaMemcpyDeviceToHost);
+        cudaMemcpy(r->hist_out, dr.hist_out, c->n_hist * c->ds, cudaMemcpyDeviceToHost);
+        if (separate) cudaMemcpy(r->hist_in, dr.hist_in, c->n_hist * c->ds, cudaMemcpyDeviceToHost);
+    }
+    void *bufs[] = {(void *)dc.qkv, (void *)dc.z, (void *)dc.alpha, (void *)dc.beta, dc.conv_w, dc.conv_bias,
+                    dc.dt_bias, dc.A, dc.A_log, dc.gamma, dr.y, dr.state, dr.hist_in};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) cudaFree(bufs[i]);
+    if (separate) cudaFree(dr.hist_out);
+    return s;
+}
+
+typedef struct layer_cuda_case {
+    int64_t Hk, Hv, D;
+    gdn_dtype dtype;
+    int B, n;           /* n > 0: every window n tokens; n < 0: mixed lengths 1 .. -n */
+    int mixed;          /* commits, verifies, skipped and fresh sequences, permuted slots */
+    gdn_state_layout layout;
+} layer_cuda_case;
+
+TEST(layer_cuda_kernels_equal_cpu) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(1);
+        return;
+    }
+    static const layer_cuda_case cases[] = {
+        {16, 32, 128, GDN_BF16, 1, 1, 0, GDN_STATE_VK},    {16, 32, 128, GDN_F32, 1, 2, 1, GDN_STATE_VK},
+        {16, 48, 128, GDN_BF16, 1, 4, 1, GDN_STATE_VK},    {16, 32, 128, GDN_BF16, 1, 7, 1, GDN_STATE_KV},
+        {16, 48, 128, GDN_F32, 2, 16, 1, GDN_STATE_VK},    {16, 32, 128, GDN_BF16, 1, 2048, 0, GDN_STATE_VK},
+        {16, 32, 128, GDN_BF16, 8, 1, 1, GDN_STATE_VK},    {16, 32, 128, GDN_BF16, 64, -8, 1, GDN_STATE_VK},
+        {16, 48, 128, GDN_BF16, 256, 1, 1, GDN_STATE_VK},  {16, 32, 128, GDN_F32, 256, -4, 1, GDN_STATE_KV},
+        {16, 32, 128, GDN_BF16, 3, -70, 1, GDN_STATE_VK},  {4, 8, 64, GDN_F16, 5, -9, 1, GDN_STATE_KV},
+        {2, 6, 32, GDN_F32, 7, -5, 1, GDN_STATE_VK},       {3, 3, 40, GDN_BF16, 4, -6, 1, GDN_STATE_VK},
+        {1, 2, 96, GDN_F32, 3, -3, 1, GDN_STATE_KV},       {2, 4, 64, GDN_BF16, 300, 1, 1, GDN_STATE_VK}};
+    const int verbose = getenv("GDN_TEST_VERBOSE") != NULL;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
+        const layer_cuda_case *k = &cases[ci];
+        lcase_cfg g;
+        memset(&g, 0, sizeof g);
+        g.Hk = k->Hk, g.Hv = k->Hv, g.Dk = k->D, g.Dv = k->D, g.dtype = k->dtype, g.B = k->B, g.layout = k->layout;
+        g.seed = 100 + ci, g.bias = (int)(ci & 1), g.A_log = (int)(ci % 3 == 0), g.out_gate = (gdn_out_gate)(ci % 5 == 4);
+        harness_rng rng = {ci + 1};
+        for (int b = 0; b < k->B; ++b) g.len[b] = k->n > 0 ? k->n : 1 + (int32_t)(rng_u64(&rng) % (uint64_t)-k->n);
+        g.slots = k->B + 5;
+        lcase c;
+        if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
+        if (k->mixed)
+            for (int b = 0; b < k->B; ++b) {
+                c.slot[b] = (int32_t)((b * 7 + 3) % (k->B + 5));
+                const uint64_t r = rng_u64(&rng) % 8;
+                c.commit[b] = r == 0 ? 0 : r == 1 ? (int32_t)(1 + rng_u64(&rng) % (uint64_t)g.len[b]) : g.len[b];
+                if (r == 2 && k->B > 1) c.slot[b] = -1;
+                c.fresh[b] = r == 3;
+            }
+        const int separate = (int)(ci % 4 == 1);
+        lrun want;
+        if (!lrun_init(&want, &c, separate)) { CHECK(0, "allocation"); return; }
+        CHECK(lcase_run(&c, &want, "staged", 0) == GDN_OK, "%s", gdn_last_error());
+        for (int kn = -1; kn < gdn_layer_kernel_count(); ++kn) {
+            const char *name = kn < 0 ? NULL : gdn_layer_kernel_name(kn);
+            if (name && strncmp(name, "cuda", 4) != 0) continue;
+            lrun got;
+            if (!lrun_init(&got, &c, separate)) { CHECK(0, "allocation"); break; }
+            const char *routed = "?";
+            const gdn_status s = run_cuda(&c, &got, separate, name, kn < 0 ? &routed : NULL);
+            if (s == GDN_ERR_INELIGIBLE) {
+                lrun_free(&got);
+                continue;
+            }
+            CHECK(s == GDN_OK, "case %zu %s: %s", ci, name ? name : "routed", gdn_last_error());
+            const int same = lrun_equal(&c, &want, &got);
+            CHECK(same, "case %zu (Hk %lld Hv %lld D %lld B %d n %d) %s: differs from the CPU", ci, (long long)k->Hk,
+                  (long long)k->Hv, (long long)k->D, k->B, k->n, name ? name : routed);
+            if (separate)
+                CHECK(memcmp(got.hist_in, c.hist, c.n_hist * c.ds) == 0, "case %zu: hist_in was written", ci);
+            if (verbose)
+                printf("  case %zu %s%s: %s\n", ci, name ? name : "routed to ", name ? "" : routed, same ? "equal" : "DIFFERS");
+            lrun_free(&got);
+        }
+        lrun_free(&want);
+        lcase_free(&c);
+    }
+}
+
+#endif
