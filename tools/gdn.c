@@ -2,6 +2,8 @@
  *
  *   gdn run [--T N]     the recurrence at Qwen3.6-35B-A3B shapes on every kernel here: checked bitwise against
  *                       ref and by relative L2 error against the float64 oracle, timed; exit 1 on any failure
+ *   gdn layer [...]     the layer step (gdn_layer) at the same heads: checked bitwise, timed against its floors
+ *                       (tools/gdn_layer.c; `gdn run` ends with `gdn layer --quick`)
  *   gdn bench [...]     prefill and decode sweeps (tools/gdn_bench.c; `gdn bench --help`)
  *   gdn check           every eligible kernel against ref, bitwise, on a few small shapes; exit 1 on failure
  *   gdn list            the kernel table and what is eligible here for the Qwen shape */
@@ -332,16 +334,20 @@ static int cmd_run(int argc, char **argv) {
                 (long long)T);
         return 1;
     }
-    printf("\n%s (%.1f s)\n",
+    printf("\n%s (%.1f s)\n\n",
            failures ? "FAILED: a kernel differs from ref or misses the error bound" : "all kernels bitwise equal to ref, errors within bounds",
            tool_now() - t0);
+    char quick[] = "--quick";
+    char *layer_argv[] = {quick};
+    failures += tool_layer(1, layer_argv);
     return failures ? 1 : 0;
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gdn run [--T N] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D]\n"
+    fprintf(f, "usage: gdn run [--T N] | layer [--quick] [--json] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D]\n"
                "           [--layout vk|kv] | check | list | --help\n"
                "  run    the GDN recurrence at the Qwen3.6 shapes on every kernel here: checked against ref, timed\n"
+               "  layer  the layer step (conv, norms, gates, recurrence, gated norm): checked, timed (--quick, --json)\n"
                "  bench  prefill and decode sweeps against the machine's measured floors (--json: a line per row)\n"
                "  check  every eligible kernel against ref, bitwise, on small shapes\n"
                "  list   the kernel table, eligibility here, the router's choices and the environment switches\n");
@@ -358,6 +364,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(argv[1], "bench") == 0) return tool_bench(argc - 2, argv + 2);
+    if (strcmp(argv[1], "layer") == 0) return tool_layer(argc - 2, argv + 2);
     if (strcmp(argv[1], "check") == 0 && argc == 2) return cmd_check();
     if (strcmp(argv[1], "list") == 0 && argc == 2) return cmd_list();
     usage(stderr);

@@ -90,6 +90,33 @@ double tool_cuda_copy_gbps(void);    /* device-to-device copy, bytes read + writ
 gdn_status tool_cuda_run(const tool_case *c, const char *name, int reps, void *y_out, float *state_out,
                          double *ms_median, int *slots);
 
+/* ---- the layer step (tools/gdn_layer.c, tools/gdn_layer_cuda.c) ---- */
+
+/* A layer case at the Qwen3.6 heads (Hk 16, D 128): B windows of n tokens, host buffers, pools of `slots` = B x
+ * sets slots (sequence b of rotation r at slot r B + b; set 0 is what a checked call uses). */
+typedef struct tool_layer_case {
+    gdn_layer_args a;                 /* host pointers; a.y, a.state, a.hist_* point at the case's buffers */
+    int32_t *cu, *slot, *commit;
+    int64_t sets, T;
+    size_t y_bytes, state_bytes, hist_bytes, set_state_bytes, set_hist_bytes; /* whole pools, and one set's */
+    double bytes;                     /* what one call must move: pools read (and written when it commits), inputs, y */
+} tool_layer_case;
+
+/* Realistic inputs (seeded): qkv, z, alpha, beta ~ N(0,1); conv weights ~ N(0, 0.25); A_log = log U(1, 16);
+ * dt_bias ~ U(0, 1); gamma ~ 1 + N(0, 0.1); states ~ U(-0.1, 0.1); histories ~ N(0,1). commit: -1 every token
+ * (k = n), else k. Pools of at least pool_bytes (rotation); 0 on OOM. */
+int tool_layer_case_init(tool_layer_case *c, int64_t Hv, int64_t B, int64_t n, gdn_dtype dtype, int commit,
+                         double pool_bytes);
+void tool_layer_case_free(tool_layer_case *c);
+/* Points the case's sequences at rotation set r. */
+void tool_layer_case_set(tool_layer_case *c, int64_t r);
+/* On the GPU: a checked call of `kernel` on set 0 (y, the pools after it back into the host buffers y, state,
+ * hist: NULL to skip), then `reps` timed calls rotating over the sets; median microseconds per call. */
+gdn_status tool_layer_cuda_run(tool_layer_case *c, const char *kernel, int reps, void *y, float *state, void *hist,
+                               double *us_median);
+/* `gdn layer` (tools/gdn_layer.c); `gdn run` calls it with --quick after the recurrence. */
+int tool_layer(int argc, char **argv);
+
 /* `gdn bench` (tools/gdn_bench.c): argv after the subcommand. Returns the exit status. */
 int tool_bench(int argc, char **argv);
 
