@@ -107,7 +107,10 @@ TEST(layer_cuda_kernels_equal_cpu) {
         {16, 48, 128, GDN_BF16, 256, 1, 1, GDN_STATE_VK},  {16, 32, 128, GDN_F32, 256, -4, 1, GDN_STATE_KV},
         {16, 32, 128, GDN_BF16, 3, -70, 1, GDN_STATE_VK},  {4, 8, 64, GDN_F16, 5, -9, 1, GDN_STATE_KV},
         {2, 6, 32, GDN_F32, 7, -5, 1, GDN_STATE_VK},       {3, 3, 40, GDN_BF16, 4, -6, 1, GDN_STATE_VK},
-        {1, 2, 96, GDN_F32, 3, -3, 1, GDN_STATE_KV},       {2, 4, 64, GDN_BF16, 300, 1, 1, GDN_STATE_VK}};
+        {1, 2, 96, GDN_F32, 3, -3, 1, GDN_STATE_KV},       {2, 4, 64, GDN_BF16, 300, 1, 1, GDN_STATE_VK},
+        /* the cluster shapes of cuda_fused: group 1 (8 column blocks), 4 (2), 5 and 8 (1) */
+        {4, 4, 128, GDN_BF16, 3, -8, 1, GDN_STATE_VK},     {2, 8, 128, GDN_F32, 2, -8, 1, GDN_STATE_KV},
+        {1, 5, 128, GDN_F16, 2, -5, 1, GDN_STATE_VK},      {1, 8, 128, GDN_BF16, 3, 8, 1, GDN_STATE_VK}};
     const int verbose = getenv("GDN_TEST_VERBOSE") != NULL;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
         const layer_cuda_case *k = &cases[ci];

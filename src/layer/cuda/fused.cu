@@ -1,113 +1,213 @@
-/* cuda_fused: the layer step for short windows in one kernel (the histories in a second, tiny one), the second
- * seed's plan on the contract's arithmetic. A block per (value head h, sequence), 16 warps; Dk = Dv = D = 32 CM
- * (CM = 1, 2, 4); warp w holds the state columns j0 = w NCOL .. j0 + NCOL - 1 (NCOL = 2 CM), lane l their keys
- * l CM .. l CM + CM - 1, in registers for the whole window. Per token:
- *   A  warp 0: q of key head h / group, conv + SiLU of its lane chunk, L2 norm from the warp's butterfly;
- *      warp 1: k the same; warp 2: v's conv + SiLU; warp 3, lane 0: the gate and beta; warp 4: the gated
- *      RMSNorm of the previous token's readout (its z loaded a token ahead)
- *   -- barrier --
- *   B  every warp: the recurrence step of its columns (gdn_warp_token_step), the readout times scale to shared
- *      memory (two buffers, so that A's norm of token t reads while B of t + 1 writes)
- *   -- barrier --
- * The state is written back after the commit's k-th token, in place (the block owns its slot's head). */
+/* cuda_fused: the layer step for short windows (n <= 8) in one kernel, the second seed's plan on the contract's
+ * arithmetic, spread over a thread-block cluster per (sequence, key head hk). D = Dk = Dv = 128.
+ *
+ * The cluster: the `group` = Hv / Hk value heads h = hk group + g of the key head, each split into S column
+ * blocks (S = 8 / group rounded down to a power of two, CS = group S <= 8 blocks). Block (g, r) holds the state
+ * columns c0 = r D / S .. c0 + D / S - 1 of head h, 4 per warp (NCOL = 4), lane l the keys 4 l .. 4 l + 3, in
+ * registers for the whole window. The state's loads are issued first, then:
+ *   1. the prologue, the cluster's channels (q, k of hk, v of its heads: U = (2 + group) D) shared out: block rho
+ *      convolves channels u = rho (mod CS) of every token (conv + SiLU) into its shared memory (at u / CS); each block also
+ *      the output gate of its columns' z and its head's decays and betas. Every channel's history is read by its
+ *      one block, which writes the committed history after a block barrier: in place is race free.
+ *   -- cluster barrier --
+ *   2. each block gathers what it needs through distributed shared memory: q and k whole (their L2 norms from
+ *      a warp's butterfly, the same in every block), its columns of v. Then the recurrence token by token, no
+ *      barrier (a warp's columns depend on nothing else), the readout times scale into shared memory; the state
+ *      written back after the commit's k-th token, in place (the block owns its columns of its slot's head).
+ *   3. the gated RMSNorm: the block's lanes of the contract's tree over D (32 / S of them) summed in the warp,
+ *      -- cluster barrier -- the S partials of the head added in the butterfly's order, y of its columns.
+ *   -- cluster barrier -- (no block leaves while another reads its shared memory) */
+#include <cooperative_groups.h>
+
 #include "layer/cuda/layer.cuh"
 
-#define FUSED_WARPS 16
-#define FUSED_MAX_LEN 64 /* the longest window it takes; longer ones are cuda_staged's */
+namespace cg = cooperative_groups;
 
-template <int DT, int CM>
-__global__ void __launch_bounds__(32 * FUSED_WARPS) gdn_layer_fused_kernel(gdn_layer_dev d, gdn_layer_seqs sq) {
-    constexpr int D = 32 * CM, NCOL = 2 * CM;
-    __shared__ __align__(16) float qs[D], ks[D], vs[D], os[2][D];
-    __shared__ float gb[2];
-    const int h = blockIdx.x, b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int hk = h / d.group, slot = sq.slot[b], n = sq.start[b + 1] - sq.start[b], commit = sq.commit[b];
-    const bool fresh = sq.fresh[b];
+#define FUSED_D 128
+#define FUSED_MAX_LEN 8 /* the longest window it takes; longer: cuda_staged */
+#define FUSED_MAX_MINE 192 /* channels per block: ceil((2 + group) D / (group S)) <= 180 for group <= 8 */
+
+/* Column blocks per head for a group size: CS = group S <= 8. */
+static inline int fused_splits(int64_t group) { return group == 1 ? 8 : group <= 3 ? (group == 2 ? 4 : 2) : group <= 8 ? 1 : 0; }
+
+template <int DT, int S>
+__global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_layer_dev d, gdn_layer_seqs sq) {
+    constexpr int D = FUSED_D, CM = 4, NCOL = 4, COLS = D / S, THREADS = COLS * 8;
+    __shared__ __align__(16) float xs[FUSED_MAX_LEN][FUSED_MAX_MINE]; /* conv outputs of channels u = rho + i CS at i */
+    __shared__ __align__(16) float qs[FUSED_MAX_LEN][D], ks[FUSED_MAX_LEN][D];
+    __shared__ __align__(16) float vs[FUSED_MAX_LEN][COLS], gz[FUSED_MAX_LEN][COLS], os[FUSED_MAX_LEN][COLS];
+    __shared__ float gs[FUSED_MAX_LEN], bs[FUSED_MAX_LEN], part[FUSED_MAX_LEN];
+    gdn_grid_dependency_wait();
+    cg::cluster_group cluster = cg::this_cluster();
+    const int CS = d.group * S, rho = (int)(blockIdx.x % CS), hk = (int)(blockIdx.x / CS), gi = rho / S, r = rho % S;
+    const int h = hk * d.group + gi, c0 = r * COLS, U = (2 + d.group) * D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, b = blockIdx.y;
+    const int slot = sq.slot[b], n = sq.start[b + 1] - sq.start[b], commit = sq.commit[b];
+    const bool fresh = sq.fresh[b], vk = d.layout == GDN_STATE_VK;
     const int64_t tok0 = sq.start[b], HD = (int64_t)d.Hv * D;
-    if (slot < 0) {
-        for (int64_t i = threadIdx.x; i < (int64_t)n * D; i += blockDim.x)
-            gdn_st_dt<DT>(d.y, (tok0 + i / D) * HD + (int64_t)h * D + i % D, 0.0f);
+    if (slot < 0) { /* the whole cluster leaves together */
+        for (int i = threadIdx.x; i < n * COLS; i += THREADS)
+            gdn_st_dt<DT>(d.y, (tok0 + i / COLS) * HD + (int64_t)h * D + c0 + i % COLS, 0.0f);
         return;
     }
-    const int j0 = warp * NCOL, row0 = lane * CM;
+    const int j0 = c0 + warp * NCOL, row0 = lane * CM;
     float *st = d.state + ((int64_t)slot * d.Hv + h) * D * D;
-    const bool vk = d.layout == GDN_STATE_VK;
     float s[NCOL][CM];
 #pragma unroll
-    for (int c = 0; c < NCOL; ++c)
+    for (int c = 0; c < NCOL; ++c) {
+        if (fresh) {
 #pragma unroll
-        for (int e = 0; e < CM; ++e) s[c][e] = fresh ? 0.0f : st[vk ? (j0 + c) * D + row0 + e : (row0 + e) * D + j0 + c];
+            for (int e = 0; e < CM; ++e) s[c][e] = 0.0f;
+        } else if (vk) {
+            const float4 f = __ldcs((const float4 *)(st + (j0 + c) * D + row0));
+            s[c][0] = f.x, s[c][1] = f.y, s[c][2] = f.z, s[c][3] = f.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < CM; ++e) s[c][e] = __ldcs(st + (row0 + e) * D + j0 + c);
+        }
+    }
 
-    /* the phase-A roles: warps 0, 1 convolve q, k channels c0 + row0 ..; warp 2 v's */
-    const int64_t c0 = warp == 0 ? (int64_t)hk * D : warp == 1 ? (int64_t)(d.Hk + hk) * D : 2 * (int64_t)d.Hk * D + (int64_t)h * D;
-    const float inv = gdn_rsqrtf((float)D), scale = d.scale;
-    float z_next[CM], z_cur[CM], gam[CM];
-    if (warp == 4)
+    /* 1. the prologue: cluster channel u (q: u < D, k: u < 2 D, v of value head g: 2 D + g D ..) is channel
+     * ch(u) of the input; this block takes u = rho, rho + CS, .. for every token */
+    auto channel = [&](int u) -> int64_t {
+        return u < 2 * D ? (int64_t)((u / D) * d.Hk + hk) * D + u % D : 2 * (int64_t)d.Hk * D + (int64_t)hk * d.group * D + (u - 2 * D);
+    };
+    const int mine = (U - rho + CS - 1) / CS; /* channels of this block */
+    for (int i = threadIdx.x; i < mine * n; i += THREADS) {
+        const int t = i / mine, u = rho + (i % mine) * CS;
+        xs[t][i % mine] = gdn_layer_conv<DT>(d, tok0, slot, fresh, channel(u), t);
+    }
+    for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
+        const int t = i / COLS, j = i % COLS;
+        const float z = gdn_ld<DT>(d.z, (tok0 + t) * HD + (int64_t)h * D + c0 + j);
+        gz[t][j] = d.out_gate ? gdn_sigmoidf(z) : gdn_siluf(z);
+    }
+    if (warp == 0 && lane < 2 * n) { /* lanes 0 .. n-1: decays, n .. 2n-1: betas */
+        const int t = lane % n;
+        const int64_t row = (tok0 + t) * d.Hv + h;
+        if (lane < n) {
+            const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
+            gs[t] = gdn__layer_gate(gdn_ld<DT>(d.alpha, row), __ldg(d.dt_bias + h), A);
+        } else {
+            bs[t] = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
+        }
+    }
+    __syncthreads(); /* every read of this block's channels' histories is done */
+    if (commit > 0)
+        for (int i = threadIdx.x; i < mine; i += THREADS) {
+            const int64_t ch = channel(rho + i * CS);
+            const float x0 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 3);
+            const float x1 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 2);
+            const float x2 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 1);
+            const int64_t at = ((int64_t)slot * d.C + ch) * 3;
+            gdn_st_dt<DT>(d.hist_out, at, x0), gdn_st_dt<DT>(d.hist_out, at + 1, x1), gdn_st_dt<DT>(d.hist_out, at + 2, x2);
+        }
+    cluster.sync();
+
+    /* 2. gather: q (warp 0) and k (warp 1) normalized per token, v of the block's columns */
+    const float inv = gdn_rsqrtf((float)D);
+    for (int job = warp; job < 2 * n; job += THREADS / 32) {
+        const int t = job >> 1, which = job & 1;
+        float x[CM], acc = 0.0f;
 #pragma unroll
-        for (int e = 0; e < CM; ++e) gam[e] = __ldg(d.gamma + row0 + e), z_next[e] = gdn_ld<DT>(d.z, tok0 * HD + (int64_t)h * D + row0 + e);
+        for (int e = 0; e < CM; ++e) {
+            const int u = which * D + row0 + e;
+            x[e] = cluster.map_shared_rank(&xs[t][u / CS], (unsigned)(u % CS))[0];
+            acc = __fmaf_rn(x[e], x[e], acc);
+        }
+        const float f = gdn__l2_factor(gdn_warp_tree<1>(acc), D, d.eps_l2);
+        float *dst = which ? ks[t] : qs[t];
+#pragma unroll
+        for (int e = 0; e < CM; ++e) dst[row0 + e] = __fmul_rn(__fmul_rn(f, x[e]), inv);
+    }
+    for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
+        const int t = i / COLS, u = 2 * D + gi * D + c0 + i % COLS;
+        vs[t][i % COLS] = cluster.map_shared_rank(&xs[t][u / CS], (unsigned)(u % CS))[0];
+    }
+    __syncthreads();
     bool all[CM]; /* every key of the lane's chunk is in range */
 #pragma unroll
     for (int e = 0; e < CM; ++e) all[e] = true;
-
-    /* warp 4: the gated RMSNorm of token t's readout in os[t & 1] */
-    auto norm_out = [&](int t) {
-        float o[CM], acc = 0.0f;
-#pragma unroll
-        for (int e = 0; e < CM; ++e) o[e] = os[t & 1][row0 + e], acc = __fmaf_rn(o[e], o[e], acc);
-        const float rs = gdn__rms_factor(gdn_warp_tree<1>(acc), D, d.eps_rms);
-        const int64_t y0 = (tok0 + t) * HD + (int64_t)h * D + row0;
-#pragma unroll
-        for (int e = 0; e < CM; ++e) gdn_st_dt<DT>(d.y, y0 + e, gdn__gated_out(rs, o[e], gam[e], z_cur[e], d.out_gate));
-    };
-
     for (int t = 0; t < n; ++t) {
-        if (warp < 2) {
-            float x[CM], acc = 0.0f;
-#pragma unroll
-            for (int e = 0; e < CM; ++e) x[e] = gdn_layer_conv<DT>(d, tok0, slot, fresh, c0 + row0 + e, t), acc = __fmaf_rn(x[e], x[e], acc);
-            const float f = gdn__l2_factor(gdn_warp_tree<1>(acc), D, d.eps_l2);
-            float *dst = warp == 0 ? qs : ks;
-#pragma unroll
-            for (int e = 0; e < CM; ++e) dst[row0 + e] = __fmul_rn(__fmul_rn(f, x[e]), inv);
-        } else if (warp == 2) {
-#pragma unroll
-            for (int e = 0; e < CM; ++e) vs[row0 + e] = gdn_layer_conv<DT>(d, tok0, slot, fresh, c0 + row0 + e, t);
-        } else if (warp == 3 && lane == 0) {
-            gdn_layer_gate_beta<DT>(d, (tok0 + t) * d.Hv + h, h, &gb[0], &gb[1]);
-        } else if (warp == 4) {
-            if (t > 0) norm_out(t - 1);
-#pragma unroll
-            for (int e = 0; e < CM; ++e) {
-                z_cur[e] = z_next[e];
-                if (t + 1 < n) z_next[e] = gdn_ld<DT>(d.z, (tok0 + t + 1) * HD + (int64_t)h * D + row0 + e);
-            }
-        }
-        __syncthreads();
         float k[CM], q[CM], v[NCOL];
 #pragma unroll
-        for (int e = 0; e < CM; ++e) k[e] = ks[row0 + e], q[e] = qs[row0 + e];
+        for (int e = 0; e < CM; ++e) k[e] = ks[t][row0 + e], q[e] = qs[t][row0 + e];
 #pragma unroll
-        for (int c = 0; c < NCOL; ++c) v[c] = vs[j0 + c];
-        const float o = gdn_warp_token_step<CM, NCOL, false>(s, k, q, nullptr, v, gb[0], gb[1], all, lane);
-        if (lane < NCOL) os[t & 1][j0 + lane] = __fmul_rn(o, scale);
-        if (t + 1 == commit)
+        for (int c = 0; c < NCOL; ++c) v[c] = vs[t][warp * NCOL + c];
+        const float o = gdn_warp_token_step<CM, NCOL, false>(s, k, q, nullptr, v, gs[t], bs[t], all, lane);
+        if (lane < NCOL) os[t][warp * NCOL + lane] = __fmul_rn(o, d.scale);
+        if (t + 1 == commit) {
 #pragma unroll
-            for (int c = 0; c < NCOL; ++c)
+            for (int c = 0; c < NCOL; ++c) {
+                if (vk) {
+                    __stcs((float4 *)(st + (j0 + c) * D + row0), make_float4(s[c][0], s[c][1], s[c][2], s[c][3]));
+                } else {
 #pragma unroll
-                for (int e = 0; e < CM; ++e) st[vk ? (j0 + c) * D + row0 + e : (row0 + e) * D + j0 + c] = s[c][e];
-        __syncthreads();
+                    for (int e = 0; e < CM; ++e) __stcs(st + (row0 + e) * D + j0 + c, s[c][e]);
+                }
+            }
+        }
     }
-    if (warp == 4) norm_out(n - 1);
+    __syncthreads();
+
+    /* 3. the RMS tree's lanes c0 / 4 .. of this block (32 / S lanes, 4 elements each) for token `warp` */
+    constexpr int LANES = 32 / S;
+    if (warp < n) {
+        float acc = 0.0f;
+        if (lane < LANES)
+#pragma unroll
+            for (int e = 0; e < CM; ++e) acc = __fmaf_rn(os[warp][4 * lane + e], os[warp][4 * lane + e], acc);
+#pragma unroll
+        for (int m = 1; m < LANES; m <<= 1) acc = __fadd_rn(acc, __shfl_xor_sync(GDN_FULL_MASK, acc, m));
+        if (lane == 0) part[warp] = acc;
+    }
+    cluster.sync();
+    for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
+        const int t = i / COLS, j = i % COLS;
+        float p[S];
+#pragma unroll
+        for (int q = 0; q < S; ++q) p[q] = cluster.map_shared_rank(&part[t], (unsigned)(gi * S + q))[0];
+        const float rs = gdn__rms_factor(gdn_reg_tree<S>(p), D, d.eps_rms);
+        const float y = __fmul_rn(__fmul_rn(__fmul_rn(rs, os[t][j]), __ldg(d.gamma + c0 + j)), gz[t][j]);
+        gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + j, y);
+    }
+    cluster.sync();
+}
+
+template <int DT, int S>
+static gdn_status fused_launch(const gdn__layer_problem *p, const gdn_layer_dev &d, const gdn_layer_seqs &sq) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)(p->group * S), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(p->a.Hv * S), (unsigned)sq.n);
+    cfg.blockDim = dim3(FUSED_D / S * 8);
+    cfg.stream = (cudaStream_t)p->a.stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gdn_cuda_pdl_enabled() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, gdn_layer_fused_kernel<DT, S>, d, sq) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
+template <int DT>
+static gdn_status fused_by_split(const gdn__layer_problem *p, const gdn_layer_dev &d, const gdn_layer_seqs &sq) {
+    switch (fused_splits(p->group)) {
+    case 8: return fused_launch<DT, 8>(p, d, sq);
+    case 4: return fused_launch<DT, 4>(p, d, sq);
+    case 2: return fused_launch<DT, 2>(p, d, sq);
+    default: return fused_launch<DT, 1>(p, d, sq);
+    }
 }
 
 extern "C" {
 
-/* D = Dk = Dv in {32, 64, 128}, windows of at most FUSED_MAX_LEN tokens, grids that fit. */
+/* Dk = Dv = 128, Hv / Hk <= 8, windows of at most FUSED_MAX_LEN tokens, a 16-byte aligned state, grids that fit. */
 int gdn__layer_cuda_fused_eligible(const gdn__layer_problem *p) {
     const gdn_layer_args *a = &p->a;
-    const int d_ok = a->Dk == a->Dv && (a->Dk == 32 || a->Dk == 64 || a->Dk == 128);
-    return a->backend == GDN_BACKEND_CUDA && gdn__cuda_devices() > 0 && d_ok && p->max_len <= FUSED_MAX_LEN &&
-           a->Hv <= 0x7fffffff && (p->C + 127) / 128 <= 0x7fffffff;
+    return a->backend == GDN_BACKEND_CUDA && gdn__cuda_devices() > 0 && a->Dk == FUSED_D && a->Dv == FUSED_D &&
+           fused_splits(p->group) > 0 && p->max_len <= FUSED_MAX_LEN && gdn_aligned16(a->state) &&
+           a->Hv * fused_splits(p->group) <= 0x7fffffff;
 }
 int gdn__layer_cuda_fused_routed(const gdn__layer_problem *p) { return gdn__layer_cuda_fused_eligible(p); }
 
@@ -116,24 +216,11 @@ gdn_status gdn__layer_cuda_fused(const gdn__layer_problem *p) {
     gdn_status s = GDN_OK;
     for (int64_t b0 = 0; b0 < p->a.B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) {
         const gdn_layer_seqs sq = gdn_layer_seqs_of(p, b0);
-        const dim3 grid((unsigned)p->a.Hv, (unsigned)sq.n);
-        auto launch = [&](auto kernel) {
-            kernel<<<grid, 32 * FUSED_WARPS, 0, (cudaStream_t)p->a.stream>>>(d, sq);
-            return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
-        };
-        auto by_d = [&](auto dt) {
-            switch (p->a.Dk) {
-            case 32: return launch(gdn_layer_fused_kernel<dt.value, 1>);
-            case 64: return launch(gdn_layer_fused_kernel<dt.value, 2>);
-            default: return launch(gdn_layer_fused_kernel<dt.value, 4>);
-            }
-        };
         switch (p->a.dtype) {
-        case GDN_F16: s = by_d(std::integral_constant<int, GDN_F16>()); break;
-        case GDN_BF16: s = by_d(std::integral_constant<int, GDN_BF16>()); break;
-        default: s = by_d(std::integral_constant<int, GDN_F32>()); break;
+        case GDN_F16: s = fused_by_split<GDN_F16>(p, d, sq); break;
+        case GDN_BF16: s = fused_by_split<GDN_BF16>(p, d, sq); break;
+        default: s = fused_by_split<GDN_F32>(p, d, sq); break;
         }
-        if (s == GDN_OK) s = gdn__layer_cuda_histories(p, &sq);
     }
     return s;
 }
