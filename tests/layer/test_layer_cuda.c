@@ -125,7 +125,7 @@ TEST(layer_cuda_kernels_equal_cpu) {
         if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
         if (k->mixed)
             for (int b = 0; b < k->B; ++b) {
-                c.slot[b] = (int32_t)((b * 7 + 3) % (k->B + 5));
+                c.slot[b] = (int32_t)(g.slots - 1 - b); /* distinct, reversed */
                 const uint64_t r = rng_u64(&rng) % 8;
                 c.commit[b] = r == 0 ? 0 : r == 1 ? (int32_t)(1 + rng_u64(&rng) % (uint64_t)g.len[b]) : g.len[b];
                 if (r == 2 && k->B > 1) c.slot[b] = -1;
