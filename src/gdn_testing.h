@@ -22,6 +22,10 @@ gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *stat
  * double; nothing of args is written. Validates args as gdn_layer does. */
 gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist);
 
+/* SiLU (sigmoid: 1) of n floats into y (may be x) through the CPU layer stages' rows (src/layer/cpu/rows.h):
+ * gdn_siluf's (gdn_sigmoidf's) bits. Returns 1 when it ran the AVX2 rows (the CPU has AVX2 and FMA), 0 the scalar. */
+int gdn__layer_gate_rows(float *y, const float *x, int64_t n, int sigmoid);
+
 #ifdef __cplusplus
 }
 #endif

@@ -287,3 +287,66 @@ TEST(math_f32_to_half_round_to_nearest_even) {
     CHECK((gdn__f32_to_bf16(snan) & 0x7fff) > 0x7f80 && (gdn__f32_to_bf16(snan) & 0x0040));
     CHECK((gdn__f32_to_f16(neg_nan) & 0xfe00) == 0xfe00 && (gdn__f32_to_bf16(neg_nan) & 0xffc0) == 0xffc0);
 }
+
+/* ---- the CPU layer stages' SiLU and sigmoid rows (AVX2 where the CPU has it) against gdn_siluf / gdn_sigmoidf ---- */
+
+enum { GATE_ROW = 1021 }; /* a row length that is no multiple of the vectors: the rows' scalar tails run too */
+
+typedef struct gate_check {
+    float x[GATE_ROW];
+    int n, sigmoid;
+    long points, wrong;
+    float first_wrong;
+} gate_check;
+
+/* the row of inputs so far through the rows, each result against the scalar function's bits (NaN payloads too) */
+static void gate_flush(gate_check *g) {
+    float y[GATE_ROW];
+    gdn__layer_gate_rows(y, g->x, g->n, g->sigmoid);
+    for (int i = 0; i < g->n; ++i) {
+        const float want = g->sigmoid ? gdn_sigmoidf(g->x[i]) : gdn_siluf(g->x[i]);
+        if (bits(y[i]) != bits(want) && g->wrong++ == 0) g->first_wrong = g->x[i];
+    }
+    g->points += g->n;
+    g->n = 0;
+}
+
+static void gate_point(gate_check *g, float x) {
+    g->x[g->n++] = x;
+    if (g->n == GATE_ROW) gate_flush(g);
+}
+
+/* Every float whose bits are a multiple of the sweep's stride, 2^18 random bit patterns, the special values, and
+ * the 4096 floats around each place where the double evaluation changes course: e^-x's clamps (|x| = 709, 745),
+ * float exp's overflow and underflow (88.7, 103.9, 104), SiLU's and sigmoid's saturation (16.6, 17, 20, 30), 0. */
+static void check_gate_rows(int sigmoid) {
+    static gate_check g;
+    memset(&g, 0, sizeof g);
+    g.sigmoid = sigmoid;
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, gdn__bits_f32(0x7f800001u),
+                              gdn__bits_f32(0xffbfffffu), FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 0x1p-149f, -0x1p-149f,
+                              0x1p-127f, -0x1p-127f, 1.0f, -1.0f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) gate_point(&g, specials[i]);
+    const uint32_t stride = sweep_stride();
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += stride) gate_point(&g, gdn__bits_f32((uint32_t)u));
+    harness_rng r = {7 + (uint64_t)sigmoid};
+    for (int i = 0; i < 1 << 18; ++i) gate_point(&g, gdn__bits_f32((uint32_t)rng_u64(&r)));
+    const float centers[] = {0.0f, 709.0f, 745.0f, 88.72283f, 103.97208f, 104.0f, 16.635532f, 17.0f, 20.0f, 30.0f};
+    for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c)
+        for (int s = 0; s < 2; ++s) {
+            const uint32_t mid = bits(s ? -centers[c] : centers[c]);
+            for (uint32_t d = 0; d < 4096; ++d) {
+                const uint32_t u = mid + d - 2048;
+                if (((u ^ mid) & 0x80000000u) == 0) gate_point(&g, gdn__bits_f32(u)); /* the same sign as the center */
+            }
+        }
+    gate_flush(&g);
+    const int simd = gdn__layer_gate_rows(g.x, g.x, 0, sigmoid);
+    printf("     %s rows (%s): %ld of %ld points differ from %s\n", sigmoid ? "sigmoid" : "SiLU", simd ? "AVX2" : "scalar",
+           g.wrong, g.points, sigmoid ? "gdn_sigmoidf" : "gdn_siluf");
+    CHECK(g.wrong == 0, "%ld points differ, the first at %.9g (bits %08x)", g.wrong, (double)g.first_wrong,
+          bits(g.first_wrong));
+}
+
+TEST(math_layer_silu_rows_bitwise) { check_gate_rows(0); }
+TEST(math_layer_sigmoid_rows_bitwise) { check_gate_rows(1); }

@@ -6,114 +6,177 @@
  *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence on the slot's state), the readout o into
  *      [T, Hv, Dv] f32.
  *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence).
- *   4. the histories of the committing sequences, an item per sequence: each channel's last three inputs.
+ *   4. the histories of the committing sequences, an item per (sequence, HIST_CH channels): each channel's last
+ *      three inputs.
  * Every stage reads what the earlier ones wrote, so the pools are written only by stages 2 and 4, after every
- * allocation has succeeded. */
+ * allocation has succeeded. The stages work on contiguous f32 rows through a table (rows.h: scalar here, AVX2 in
+ * rows_avx2.c), each worker in its own scratch. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "gdn_internal.h"
+#include "gdn_testing.h"
+#include "layer/cpu/rows.h"
 #include "layer/layer.h"
+
+enum { HIST_CH = 256 }; /* channels per history item */
 
 typedef struct stages {
     const gdn__layer_problem *p;
+    const gdn__layer_rows *rows;
     gdn__problem pool;        /* carries the threads and the runner for gdn__parallel_for */
     float *q, *k, *v, *g, *beta, *o; /* the stages' buffers (gdn__layer_buffers) */
     int32_t *seq_of;          /* [T]: the sequence of each token */
+    float *scratch;           /* [threads][per_worker] */
+    int64_t per_worker;
 } stages;
 
-/* Input t (relative to the window; -3 .. -1 are the history) of channel c of sequence b. */
-static float tap(const gdn__layer_problem *p, int64_t b, int64_t c, int64_t t) {
-    const gdn_layer_args *a = &p->a;
-    if (t >= 0) return gdn__load(a->qkv, a->dtype, (gdn__seq_start(p, b) + t) * p->C + c);
-    if (gdn__seq_fresh(p, b)) return 0.0f;
-    return gdn__load(a->hist_in, a->dtype, (gdn__seq_slot(p, b) * p->C + c) * 3 + 3 + t);
+/* ---- the scalar rows, for CPUs without AVX2 + FMA ---- */
+
+static void load_scalar(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
+    gdn__load_row(dst, base, dtype, idx, n);
 }
 
-static float conv_at(const gdn__layer_problem *p, int64_t b, int64_t c, int64_t t) {
-    const float bias = p->a.conv_bias ? p->a.conv_bias[c] : 0.0f;
-    return gdn__conv_silu(tap(p, b, c, t - 3), tap(p, b, c, t - 2), tap(p, b, c, t - 1), tap(p, b, c, t),
-                          p->a.conv_w + c * 4, bias);
+static void store_scalar(void *base, gdn_dtype dtype, int64_t idx, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) gdn__store(base, dtype, idx + i, src[i]);
 }
 
-/* Item (b, head of the 2 Hk + Hv): q heads, then k heads, then v heads. */
+static void conv_silu_scalar(float *y, const float *const x[4], const float *w, const float *bias, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float wi[4] = {w[i], w[n + i], w[2 * n + i], w[3 * n + i]};
+        y[i] = gdn__conv_silu(x[0][i], x[1][i], x[2][i], x[3][i], wi, bias ? bias[i] : 0.0f);
+    }
+}
+
+static void silu_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = gdn_siluf(x[i]);
+}
+
+static void sigmoid_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = gdn_sigmoidf(x[i]);
+}
+
+static const gdn__layer_rows rows_scalar = {load_scalar, store_scalar, conv_silu_scalar, silu_scalar, sigmoid_scalar,
+                                            gdn__tree_dot};
+
+static const gdn__layer_rows *rows_here(void) { return gdn__cpu_has_avx2_fma() ? &gdn__layer_rows_avx2 : &rows_scalar; }
+
+int gdn__layer_gate_rows(float *y, const float *x, int64_t n, int sigmoid) {
+    const gdn__layer_rows *r = rows_here();
+    (sigmoid ? r->sigmoid : r->silu)(y, x, n);
+    return r != &rows_scalar;
+}
+
+/* ---- the stages ---- */
+
+/* Item (b, head of the 2 Hk + Hv): q heads, then k heads, then v heads. The head's D channels from c0: the weights
+ * as rows w [4][D]; the inputs of the last four tokens in a ring of rows x [4][D], token t in row (t + 3) % 4 and the
+ * history's three (oldest first) in rows 0-2 before the first token, so token t's taps are rows t, .., t + 3 mod 4. */
 static void prologue_item(void *ctx, int64_t item, int worker) {
-    (void)worker;
     const stages *st = ctx;
     const gdn__layer_problem *p = st->p;
     const gdn_layer_args *a = &p->a;
-    const int64_t heads = 2 * a->Hk + a->Hv, b = item / heads, head = item % heads;
-    if (gdn__seq_slot(p, b) < 0) return;
+    const gdn__layer_rows *rows = st->rows;
+    const int64_t heads = 2 * a->Hk + a->Hv, b = item / heads, head = item % heads, slot = gdn__seq_slot(p, b);
+    if (slot < 0) return;
     const int64_t s0 = gdn__seq_start(p, b), n = gdn__seq_len(p, b);
-    if (head < 2 * a->Hk) {
-        const int is_k = head >= a->Hk;
-        const int64_t hk = head % a->Hk, c0 = (is_k ? a->Hk * a->Dk : 0) + hk * a->Dk;
-        float *dst = is_k ? st->k : st->q;
-        const float inv = gdn_rsqrtf((float)a->Dk);
-        for (int64_t t = 0; t < n; ++t) {
-            float *x = dst + ((s0 + t) * a->Hk + hk) * a->Dk;
-            for (int64_t i = 0; i < a->Dk; ++i) x[i] = conv_at(p, b, c0 + i, t);
-            const float f = gdn__l2_factor(gdn__tree_dot(x, x, a->Dk), a->Dk, p->eps_l2);
-            for (int64_t i = 0; i < a->Dk; ++i) x[i] = (f * x[i]) * inv;
-        }
-        return;
+    const int qk = head < 2 * a->Hk, is_k = head >= a->Hk;
+    const int64_t hk = head % a->Hk, h = head - 2 * a->Hk, D = qk ? a->Dk : a->Dv;
+    const int64_t c0 = qk ? (is_k ? a->Hk * a->Dk : 0) + hk * a->Dk : 2 * a->Hk * a->Dk + h * a->Dv;
+    float *w = st->scratch + worker * st->per_worker, *x = w + 4 * D, *hist = x + 4 * D;
+    for (int64_t i = 0; i < D; ++i)
+        for (int j = 0; j < 4; ++j) w[j * D + i] = a->conv_w[(c0 + i) * 4 + j];
+    if (gdn__seq_fresh(p, b)) {
+        memset(x, 0, (size_t)(3 * D) * sizeof(float));
+    } else {
+        rows->load(hist, a->hist_in, a->dtype, (slot * p->C + c0) * 3, 3 * D); /* [D][3] */
+        for (int64_t i = 0; i < D; ++i)
+            for (int j = 0; j < 3; ++j) x[j * D + i] = hist[i * 3 + j];
     }
-    const int64_t h = head - 2 * a->Hk, c0 = 2 * a->Hk * a->Dk + h * a->Dv;
-    const float A = a->A ? a->A[h] : gdn__layer_A(a->A_log[h]);
+    const float *bias = a->conv_bias ? a->conv_bias + c0 : NULL;
+    const float inv = gdn_rsqrtf((float)a->Dk);
+    const float A = qk ? 0.0f : a->A ? a->A[h] : gdn__layer_A(a->A_log[h]);
     for (int64_t t = 0; t < n; ++t) {
-        const int64_t row = (s0 + t) * a->Hv + h;
-        float *x = st->v + row * a->Dv;
-        for (int64_t j = 0; j < a->Dv; ++j) x[j] = conv_at(p, b, c0 + j, t);
-        st->g[row] = gdn__layer_gate(gdn__load(a->alpha, a->dtype, row), a->dt_bias[h], A);
-        st->beta[row] = gdn_sigmoidf(gdn__load(a->beta, a->dtype, row));
+        rows->load(x + ((t + 3) & 3) * D, a->qkv, a->dtype, (s0 + t) * p->C + c0, D);
+        const float *const taps[4] = {x + (t & 3) * D, x + ((t + 1) & 3) * D, x + ((t + 2) & 3) * D, x + ((t + 3) & 3) * D};
+        if (qk) {
+            float *y = (is_k ? st->k : st->q) + ((s0 + t) * a->Hk + hk) * D;
+            rows->conv_silu(y, taps, w, bias, D);
+            const float f = gdn__l2_factor(rows->dot(y, y, D), D, p->eps_l2);
+            for (int64_t i = 0; i < D; ++i) y[i] = (f * y[i]) * inv;
+        } else {
+            const int64_t row = (s0 + t) * a->Hv + h;
+            rows->conv_silu(st->v + row * D, taps, w, bias, D);
+            st->g[row] = gdn__layer_gate(gdn__load(a->alpha, a->dtype, row), a->dt_bias[h], A);
+            st->beta[row] = gdn_sigmoidf(gdn__load(a->beta, a->dtype, row));
+        }
     }
 }
 
-/* Item (t, h): y[t, h, :] from o. */
+/* Item (t, h): y[t, h, :] from o, the gate of z in the scratch row gz [Dv]. */
 static void epilogue_item(void *ctx, int64_t item, int worker) {
-    (void)worker;
     const stages *st = ctx;
     const gdn__layer_problem *p = st->p;
     const gdn_layer_args *a = &p->a;
     const int64_t t = item / a->Hv, b = st->seq_of[t], row = item * a->Dv;
+    float *gz = st->scratch + worker * st->per_worker;
     if (gdn__seq_slot(p, b) < 0) {
-        for (int64_t j = 0; j < a->Dv; ++j) gdn__store(a->y, a->dtype, row + j, 0.0f);
+        memset(gz, 0, (size_t)a->Dv * sizeof(float));
+        st->rows->store(a->y, a->dtype, row, gz, a->Dv);
         return;
     }
     const float *o = st->o + row;
-    const float rs = gdn__rms_factor(gdn__tree_dot(o, o, a->Dv), a->Dv, p->eps_rms);
-    const int sig = a->out_gate == GDN_OUT_GATE_SIGMOID;
-    for (int64_t j = 0; j < a->Dv; ++j)
-        gdn__store(a->y, a->dtype, row + j, gdn__gated_out(rs, o[j], a->gamma[j], gdn__load(a->z, a->dtype, row + j), sig));
+    const float rs = gdn__rms_factor(st->rows->dot(o, o, a->Dv), a->Dv, p->eps_rms);
+    st->rows->load(gz, a->z, a->dtype, row, a->Dv);
+    (a->out_gate == GDN_OUT_GATE_SIGMOID ? st->rows->sigmoid : st->rows->silu)(gz, gz, a->Dv);
+    for (int64_t j = 0; j < a->Dv; ++j) gz[j] = ((rs * o[j]) * a->gamma[j]) * gz[j];
+    st->rows->store(a->y, a->dtype, row, gz, a->Dv);
 }
 
-/* Item b: the history of each channel after the sequence's first k tokens (a channel's three values are read before
- * they are written, so hist_out may be hist_in). */
-static void history_item(void *ctx, int64_t b, int worker) {
-    (void)worker;
+/* Item (b, block of HIST_CH channels from c0): the history of each channel after the sequence's first k tokens,
+ * [m][3] in the scratch row out: value i is input k - 3 + i, or the old history's k + i before the window (a block's
+ * old values are read before it is written, so hist_out may be hist_in). */
+static void history_item(void *ctx, int64_t item, int worker) {
     const stages *st = ctx;
     const gdn__layer_problem *p = st->p;
-    const int64_t slot = gdn__seq_slot(p, b), k = gdn__seq_commit(p, b);
+    const gdn_layer_args *a = &p->a;
+    const int64_t blocks = (p->C + HIST_CH - 1) / HIST_CH, b = item / blocks, c0 = item % blocks * HIST_CH;
+    const int64_t slot = gdn__seq_slot(p, b), k = gdn__seq_commit(p, b), m = p->C - c0 < HIST_CH ? p->C - c0 : HIST_CH;
     if (slot < 0 || k == 0) return;
-    for (int64_t c = 0; c < p->C; ++c) {
-        const float h[3] = {tap(p, b, c, k - 3), tap(p, b, c, k - 2), tap(p, b, c, k - 1)};
-        for (int i = 0; i < 3; ++i) gdn__store(p->a.hist_out, p->a.dtype, (slot * p->C + c) * 3 + i, h[i]);
+    float *out = st->scratch + worker * st->per_worker, *old = out + 3 * HIST_CH, *x = old + 3 * HIST_CH;
+    if (k < 3) {
+        if (gdn__seq_fresh(p, b)) memset(old, 0, (size_t)(3 * m) * sizeof(float));
+        else st->rows->load(old, a->hist_in, a->dtype, (slot * p->C + c0) * 3, 3 * m);
     }
+    for (int64_t i = 0; i < 3; ++i) {
+        if (k - 3 + i >= 0) {
+            st->rows->load(x, a->qkv, a->dtype, (gdn__seq_start(p, b) + k - 3 + i) * p->C + c0, m);
+            for (int64_t c = 0; c < m; ++c) out[c * 3 + i] = x[c];
+        } else {
+            for (int64_t c = 0; c < m; ++c) out[c * 3 + i] = old[c * 3 + k + i];
+        }
+    }
+    st->rows->store(a->hist_out, a->dtype, (slot * p->C + c0) * 3, out, 3 * m);
 }
 
 gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel) {
     const gdn_layer_args *a = &p->a;
     const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
+    const int64_t D = a->Dk > a->Dv ? a->Dk : a->Dv, prologue = 11 * D, history = 7 * HIST_CH;
     stages st;
     memset(&st, 0, sizeof st);
     st.p = p;
+    st.rows = rows_here();
     st.pool.a.cpu_runner = a->cpu_runner;
     st.pool.threads = p->threads;
+    st.per_worker = prologue > history ? prologue : history;
     float *buf = malloc((size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float));
     st.seq_of = malloc((size_t)T * sizeof(int32_t));
-    if (!buf || !st.seq_of) {
+    st.scratch = malloc((size_t)(p->threads * st.per_worker) * sizeof(float));
+    if (!buf || !st.seq_of || !st.scratch) {
         free(buf);
         free(st.seq_of);
+        free(st.scratch);
         return GDN_ERR_OUT_OF_MEMORY;
     }
     st.q = buf, st.k = st.q + qk, st.v = st.k + qk, st.o = st.v + vv, st.g = st.o + vv, st.beta = st.g + gb;
@@ -125,10 +188,11 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
     const gdn_status s = gdn__layer_recurrence(p, &bufs, delta_kernel);
     if (s == GDN_OK) {
         gdn__parallel_for(&st.pool, T * a->Hv, p->threads, epilogue_item, &st);
-        gdn__parallel_for(&st.pool, a->B, p->threads, history_item, &st);
+        gdn__parallel_for(&st.pool, a->B * ((p->C + HIST_CH - 1) / HIST_CH), p->threads, history_item, &st);
     }
     free(buf);
     free(st.seq_of);
+    free(st.scratch);
     return s;
 }
 
