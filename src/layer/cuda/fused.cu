@@ -8,15 +8,19 @@
  *   1. the prologue, the cluster's channels (q, k of hk, v of its heads: U = (2 + group) D) shared out: block rho
  *      convolves channels u = rho (mod CS) of every token (conv + SiLU) into its shared memory (at u / CS); each block also
  *      the output gate of its columns' z and its head's decays and betas. Every channel's history is read by its
- *      one block, which writes the committed history after a block barrier: in place is race free.
+ *      one block, which writes the committed history at the end: in place is race free.
  *   -- cluster barrier --
  *   2. each block gathers what it needs through distributed shared memory: q and k whole (their L2 norms from
  *      a warp's butterfly, the same in every block), its columns of v. Then the recurrence token by token, no
  *      barrier (a warp's columns depend on nothing else), the readout times scale into shared memory; the state
- *      written back after the commit's k-th token, in place (the block owns its columns of its slot's head).
+ *      after the commit's k-th token written there when k < n (the rare case pays for the barriers' wait).
  *   3. the gated RMSNorm: the block's lanes of the contract's tree over D (32 / S of them) summed in the warp,
  *      -- cluster barrier -- the S partials of the head added in the butterfly's order, y of its columns.
- *   -- cluster barrier -- (no block leaves while another reads its shared memory) */
+ *   -- cluster barrier -- (no block leaves while another reads its shared memory)
+ *   4. the global writes: y, the state when k = n (in place: the block owns its columns of its slot's head), the
+ *      histories.
+ * A cluster barrier releases at cluster scope, which waits for the block's outstanding global writes: none is
+ * issued before the last one. */
 #include <cooperative_groups.h>
 
 #include "layer/cuda/layer.cuh"
@@ -29,6 +33,20 @@ namespace cg = cooperative_groups;
 
 /* Column blocks per head for a group size: CS = group S <= 8. */
 static inline int fused_splits(int64_t group) { return group == 1 ? 8 : group <= 3 ? (group == 2 ? 4 : 2) : group <= 8 ? 1 : 0; }
+
+/* The lane's keys row0 .. row0 + 3 of the warp's columns j0 .. j0 + 3 of a head's state, streamed out. */
+template <int CM, int NCOL>
+__device__ __forceinline__ void fused_store_state(float *st, const float (&s)[NCOL][CM], bool vk, int j0, int row0) {
+#pragma unroll
+    for (int c = 0; c < NCOL; ++c) {
+        if (vk) {
+            __stcs((float4 *)(st + (j0 + c) * FUSED_D + row0), make_float4(s[c][0], s[c][1], s[c][2], s[c][3]));
+        } else {
+#pragma unroll
+            for (int e = 0; e < CM; ++e) __stcs(st + (row0 + e) * FUSED_D + j0 + c, s[c][e]);
+        }
+    }
+}
 
 template <int DT, int S>
 __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_layer_dev d, gdn_layer_seqs sq) {
@@ -92,16 +110,6 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
             bs[t] = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
         }
     }
-    __syncthreads(); /* every read of this block's channels' histories is done */
-    if (commit > 0)
-        for (int i = threadIdx.x; i < mine; i += THREADS) {
-            const int64_t ch = channel(rho + i * CS);
-            const float x0 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 3);
-            const float x1 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 2);
-            const float x2 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 1);
-            const int64_t at = ((int64_t)slot * d.C + ch) * 3;
-            gdn_st_dt<DT>(d.hist_out, at, x0), gdn_st_dt<DT>(d.hist_out, at + 1, x1), gdn_st_dt<DT>(d.hist_out, at + 2, x2);
-        }
     cluster.sync();
 
     /* 2. gather: q (warp 0) and k (warp 1) normalized per token, v of the block's columns */
@@ -136,17 +144,7 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         for (int c = 0; c < NCOL; ++c) v[c] = vs[t][warp * NCOL + c];
         const float o = gdn_warp_token_step<CM, NCOL, false>(s, k, q, nullptr, v, gs[t], bs[t], all, lane);
         if (lane < NCOL) os[t][warp * NCOL + lane] = __fmul_rn(o, d.scale);
-        if (t + 1 == commit) {
-#pragma unroll
-            for (int c = 0; c < NCOL; ++c) {
-                if (vk) {
-                    __stcs((float4 *)(st + (j0 + c) * D + row0), make_float4(s[c][0], s[c][1], s[c][2], s[c][3]));
-                } else {
-#pragma unroll
-                    for (int e = 0; e < CM; ++e) __stcs(st + (row0 + e) * D + j0 + c, s[c][e]);
-                }
-            }
-        }
+        if (t + 1 == commit && commit < n) fused_store_state<CM, NCOL>(st, s, vk, j0, row0); /* inside the window */
     }
     __syncthreads();
 
@@ -162,16 +160,38 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         if (lane == 0) part[warp] = acc;
     }
     cluster.sync();
-    for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
-        const int t = i / COLS, j = i % COLS;
+    float y[FUSED_MAX_LEN * FUSED_D / THREADS]; /* this thread's outputs i = threadIdx.x + m THREADS */
+#pragma unroll
+    for (int m = 0; m < FUSED_MAX_LEN * FUSED_D / THREADS; ++m) {
+        const int i = threadIdx.x + m * THREADS, t = i / COLS, j = i % COLS;
+        y[m] = 0.0f;
+        if (t >= n) continue;
         float p[S];
 #pragma unroll
         for (int q = 0; q < S; ++q) p[q] = cluster.map_shared_rank(&part[t], (unsigned)(gi * S + q))[0];
         const float rs = gdn__rms_factor(gdn_reg_tree<S>(p), D, d.eps_rms);
-        const float y = __fmul_rn(__fmul_rn(__fmul_rn(rs, os[t][j]), __ldg(d.gamma + c0 + j)), gz[t][j]);
-        gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + j, y);
+        y[m] = __fmul_rn(__fmul_rn(__fmul_rn(rs, os[t][j]), __ldg(d.gamma + c0 + j)), gz[t][j]);
     }
     cluster.sync();
+
+    /* every global write after the last cluster barrier, whose release would wait for them: y, the state, the
+     * histories of this block's channels (their only reader was this block, before the first barrier) */
+#pragma unroll
+    for (int m = 0; m < FUSED_MAX_LEN * FUSED_D / THREADS; ++m) {
+        const int i = threadIdx.x + m * THREADS, t = i / COLS;
+        if (t < n) gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + i % COLS, y[m]);
+    }
+    if (commit == n) fused_store_state<CM, NCOL>(st, s, vk, j0, row0);
+    if (commit > 0) {
+        for (int i = threadIdx.x; i < mine; i += THREADS) {
+            const int64_t ch = channel(rho + i * CS);
+            const float x0 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 3);
+            const float x1 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 2);
+            const float x2 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 1);
+            const int64_t at = ((int64_t)slot * d.C + ch) * 3;
+            gdn_st_dt<DT>(d.hist_out, at, x0), gdn_st_dt<DT>(d.hist_out, at + 1, x1), gdn_st_dt<DT>(d.hist_out, at + 2, x2);
+        }
+    }
 }
 
 template <int DT, int S>
