@@ -6,9 +6,11 @@
  * columns c0 = r D / S .. c0 + D / S - 1 of head h, 4 per warp (NCOL = 4), lane l the keys 4 l .. 4 l + 3, in
  * registers for the whole window. The state's loads are issued first, then:
  *   1. the prologue, the cluster's channels (q, k of hk, v of its heads: U = (2 + group) D) shared out: block rho
- *      convolves channels u = rho (mod CS) of every token (conv + SiLU) into its shared memory (at u / CS); each block also
- *      the output gate of its columns' z and its head's decays and betas. Every channel's history is read by its
- *      one block, which writes the committed history at the end: in place is race free.
+ *      convolves channels u = rho (mod CS) of every token (conv + SiLU) into its shared memory (at u / CS), and
+ *      the output gate of its columns' z, on warps 2 ..; warp 0 its head's decays, warp 1 its betas, a token a
+ *      lane (each a chain of double-precision transcendentals: the critical path, so nothing else shares them).
+ *      Every channel's history is read by its one block, which writes the committed history at the end: in
+ *      place is race free.
  *   -- cluster barrier --
  *   2. each block gathers what it needs through distributed shared memory: q and k whole (their L2 norms from
  *      a warp's butterfly, the same in every block), its columns of v. Then the recurrence token by token, no
@@ -91,23 +93,23 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         return u < 2 * D ? (int64_t)((u / D) * d.Hk + hk) * D + u % D : 2 * (int64_t)d.Hk * D + (int64_t)hk * d.group * D + (u - 2 * D);
     };
     const int mine = (U - rho + CS - 1) / CS; /* channels of this block */
-    for (int i = threadIdx.x; i < mine * n; i += THREADS) {
-        const int t = i / mine, u = rho + (i % mine) * CS;
-        xs[t][i % mine] = gdn_layer_conv<DT>(d, tok0, slot, fresh, channel(u), t);
-    }
-    for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
-        const int t = i / COLS, j = i % COLS;
-        const float z = gdn_ld<DT>(d.z, (tok0 + t) * HD + (int64_t)h * D + c0 + j);
-        gz[t][j] = d.out_gate ? gdn_sigmoidf(z) : gdn_siluf(z);
-    }
-    if (warp == 0 && lane < 2 * n) { /* lanes 0 .. n-1: decays, n .. 2n-1: betas */
-        const int t = lane % n;
-        const int64_t row = (tok0 + t) * d.Hv + h;
-        if (lane < n) {
-            const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
-            gs[t] = gdn__layer_gate(gdn_ld<DT>(d.alpha, row), __ldg(d.dt_bias + h), A);
-        } else {
-            bs[t] = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
+    if (warp == 0 && lane < n) { /* the decays: warp 0, a token a lane */
+        const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
+        gs[lane] = gdn__layer_gate(gdn_ld<DT>(d.alpha, (tok0 + lane) * d.Hv + h), __ldg(d.dt_bias + h), A);
+    } else if (warp == 1 && lane < n) { /* the betas: warp 1 */
+        bs[lane] = gdn_sigmoidf(gdn_ld<DT>(d.beta, (tok0 + lane) * d.Hv + h));
+    } else if (warp >= 2) { /* the convs, then the output gates, over the other warps' threads, 4 at a time */
+        const int tid = threadIdx.x - 64, workers = THREADS - 64;
+#pragma unroll 4
+        for (int i = tid; i < mine * n; i += workers) {
+            const int t = i / mine, u = rho + (i % mine) * CS;
+            xs[t][i % mine] = gdn_layer_conv<DT>(d, tok0, slot, fresh, channel(u), t);
+        }
+#pragma unroll 4
+        for (int i = tid; i < n * COLS; i += workers) {
+            const int t = i / COLS, j = i % COLS;
+            const float z = gdn_ld<DT>(d.z, (tok0 + t) * HD + (int64_t)h * D + c0 + j);
+            gz[t][j] = d.out_gate ? gdn_sigmoidf(z) : gdn_siluf(z);
         }
     }
     cluster.sync();
