@@ -179,7 +179,15 @@ const char *gdn_kernel_variant_name(int index, int variant);
  *                    NULL: k = n_b for every sequence
  *     fresh          [B] uint8: nonzero: the sequence starts from a zero state and a zero history instead of
  *                    its slot's (a new prompt); NULL: every sequence reads its slot
- * Two sequences may name one slot only if neither commits. On any error nothing is written. */
+ *     checkpoints    [n_checkpoints] gdn_layer_checkpoint, host: the state and history of sequence `seq` after
+ *                    its first `after` tokens (1 .. n_seq) also written to slot `slot` (prefix caching at block
+ *                    boundaries, in the same pass); NULL with n_checkpoints 0: none
+ * Two sequences may name one slot only if neither commits; a checkpoint's slot is named by no sequence and no
+ * other checkpoint. On any error nothing is written. */
+typedef struct gdn_layer_checkpoint {
+    int32_t seq, after, slot;
+} gdn_layer_checkpoint;
+
 typedef enum gdn_out_gate {
     GDN_OUT_GATE_SILU = 0,   /* y = rmsnorm(o) gamma silu(z): Qwen3-Next, Qwen3.5 */
     GDN_OUT_GATE_SIGMOID = 1 /* y = rmsnorm(o) gamma sigmoid(z) */
@@ -203,6 +211,8 @@ typedef struct gdn_layer_args {
     void *hist_out;
     const int32_t *slot, *commit; /* [B], host; NULL: see above */
     const uint8_t *fresh;         /* [B], host; NULL: none */
+    const gdn_layer_checkpoint *checkpoints; /* host; NULL: none */
+    int64_t n_checkpoints;
     gdn_backend backend;
     void *stream;                 /* CUDA: a cudaStream_t; NULL: the default stream */
     const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name() */

@@ -90,6 +90,8 @@ int gdn__portable_fast(void);    /* src/delta/cpu/portable.c: its fmaf is a vect
 int gdn__cuda_devices(void);
 /* GDN_ERR_NOT_DEVICE_MEMORY when a pointer the call uses is not device (or managed) memory of the device */
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p);
+/* bytes from src to dst (device memory), ordered on the stream */
+gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -29,6 +29,8 @@ typedef struct lcase {
     size_t ds;
     int32_t cu[LCASE_MAX_SEQ + 1], slot[LCASE_MAX_SEQ], commit[LCASE_MAX_SEQ];
     uint8_t fresh[LCASE_MAX_SEQ];
+    gdn_layer_checkpoint ck[8];    /* the first n_ck are passed */
+    int n_ck;
     void *qkv, *z, *alpha, *beta;  /* dtype */
     float *conv_w, *conv_bias, *dt_bias, *A, *A_log, *gamma;
     float *state;                  /* the initial pools */

@@ -1,4 +1,4 @@
-/* The CUDA backend's device query and pointer check. */
+/* The CUDA backend's device query, pointer check and device copies. */
 #include "cuda/gdn_cuda.cuh"
 
 extern "C" {
@@ -37,6 +37,12 @@ gdn_status gdn__cuda_check_pointers(const gdn__problem *p) {
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; ++i)
         if (!gdn_device_pointer(ptrs[i])) return GDN_ERR_NOT_DEVICE_MEMORY;
     return GDN_OK;
+}
+
+/* bytes from src to dst, device memory, ordered on the stream. */
+gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream) == cudaSuccess ? GDN_OK
+                                                                                                         : GDN_ERR_DEVICE;
 }
 
 } /* extern "C" */

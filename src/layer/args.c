@@ -23,7 +23,7 @@ const char *gdn_layer_kernel_name(int index) {
 
 typedef struct slot_use {
     int32_t slot;
-    int32_t commits;
+    int32_t commits; /* 0: read only; 1: a committing sequence; 2: a checkpoint */
 } slot_use;
 
 static int by_slot(const void *x, const void *y) {
@@ -31,8 +31,8 @@ static int by_slot(const void *x, const void *y) {
     return (a->slot > b->slot) - (a->slot < b->slot);
 }
 
-/* The per-sequence arrays: windows, slots in range, commit counts in range, no slot committed twice or committed
- * and read by another sequence. */
+/* The per-sequence arrays and the checkpoints: windows, slots in range, commit counts in range, checkpoints of
+ * sequences with a slot, inside their windows; no written slot (a commit's, a checkpoint's) named twice. */
 static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len, int *all_commit) {
     if (a->cu_seqlens[0] != 0) return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[0] = %d: must be 0", (int)a->cu_seqlens[0]);
     *max_len = 0;
@@ -55,18 +55,44 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
         if (slot < 0 || k != n) *all_commit = 0;
     }
     *tokens = a->cu_seqlens[a->B];
-    if (!a->slot) return GDN_OK; /* slot b for sequence b: distinct */
-    slot_use *use = malloc((size_t)a->B * sizeof *use);
+    if (a->n_checkpoints < 0 || (a->n_checkpoints > 0 && !a->checkpoints) || a->n_checkpoints > INT32_MAX)
+        return FAIL(a->n_checkpoints > 0 && !a->checkpoints ? GDN_ERR_NULL_POINTER : GDN_ERR_BAD_SIZE,
+                    "args->n_checkpoints = %lld%s", (long long)a->n_checkpoints,
+                    a->n_checkpoints > 0 ? " with args->checkpoints NULL" : ": must be 0 .. 2^31 - 1");
+    for (int64_t i = 0; i < a->n_checkpoints; ++i) {
+        const gdn_layer_checkpoint *c = &a->checkpoints[i];
+        if (c->seq < 0 || c->seq >= a->B)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->checkpoints[%lld].seq = %d: the batch has %lld sequences", (long long)i,
+                        (int)c->seq, (long long)a->B);
+        const int64_t n = (int64_t)a->cu_seqlens[c->seq + 1] - a->cu_seqlens[c->seq];
+        if (c->after < 1 || c->after > n)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->checkpoints[%lld].after = %d: must be in 1 .. %lld (the window's "
+                        "tokens)", (long long)i, (int)c->after, (long long)n);
+        if (c->slot < 0 || c->slot >= a->slots)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->checkpoints[%lld].slot = %d: the pools have %lld slots", (long long)i,
+                        (int)c->slot, (long long)a->slots);
+        if ((a->slot ? a->slot[c->seq] : c->seq) < 0)
+            return FAIL(GDN_ERR_BAD_SIZE, "args->checkpoints[%lld].seq = %d is a skipped sequence", (long long)i,
+                        (int)c->seq);
+    }
+    /* every slot a sequence or a checkpoint names: a written slot (commit, checkpoint) named once */
+    const int64_t n_use = a->B + a->n_checkpoints;
+    slot_use *use = malloc((size_t)n_use * sizeof *use);
     if (!use) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->slot");
     int64_t m = 0;
-    for (int64_t b = 0; b < a->B; ++b)
-        if (a->slot[b] >= 0) use[m++] = (slot_use){a->slot[b], a->commit ? a->commit[b] > 0 : 1};
+    for (int64_t b = 0; b < a->B; ++b) {
+        const int64_t slot = a->slot ? a->slot[b] : b;
+        if (slot >= 0) use[m++] = (slot_use){(int32_t)slot, a->commit ? a->commit[b] > 0 : 1};
+    }
+    for (int64_t i = 0; i < a->n_checkpoints; ++i) use[m++] = (slot_use){a->checkpoints[i].slot, 2};
     qsort(use, (size_t)m, sizeof *use, by_slot);
     for (int64_t i = 1; i < m; ++i)
         if (use[i].slot == use[i - 1].slot && (use[i].commits || use[i - 1].commits)) {
             const int32_t slot = use[i].slot;
+            const int ckpt = use[i].commits == 2 || use[i - 1].commits == 2;
             free(use);
-            return FAIL(GDN_ERR_OVERLAP, "args->slot: two sequences name slot %d and one of them commits", (int)slot);
+            return FAIL(GDN_ERR_OVERLAP, "args->%s: slot %d is named twice and written", ckpt ? "checkpoints" : "slot",
+                        (int)slot);
         }
     free(use);
     return GDN_OK;

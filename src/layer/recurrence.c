@@ -3,14 +3,14 @@
  * kernel the router has, under the same contract. */
 #include <string.h>
 
+#include "gdn_internal.h"
 #include "layer/layer.h"
 
-/* Tokens [t0, t1) of sequence b: from the slot's state (or zero), writing it back if `write`. */
+/* Tokens [t0, t1) of sequence b: from the state `from` (NULL: zero), into `into` (NULL: not written). */
 static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *w, int64_t b, int64_t t0, int64_t t1,
-                         int from_slot, int write, const char *kernel) {
+                         const float *from, float *into, const char *kernel) {
     const gdn_layer_args *a = &p->a;
     const int64_t s0 = gdn__seq_start(p, b) + t0;
-    float *state = a->state + gdn__seq_slot(p, b) * a->Hv * a->Dk * a->Dv;
     gdn_delta_args d;
     memset(&d, 0, sizeof d);
     d.B = 1, d.T = t1 - t0, d.Hk = a->Hk, d.Hv = a->Hv, d.Dk = a->Dk, d.Dv = a->Dv;
@@ -20,8 +20,8 @@ static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *
     d.gate_kind = GDN_GATE_DECAY, d.gate = w->g + s0 * a->Hv;
     d.beta_kind = GDN_BETA_DIRECT, d.beta = w->beta + s0 * a->Hv;
     d.state_layout = a->state_layout;
-    d.state_in = from_slot ? state : NULL;
-    d.state_out = write ? state : NULL;
+    d.state_in = from;
+    d.state_out = into;
     d.scale = p->scale;
     d.backend = a->backend;
     d.stream = a->stream;
@@ -31,18 +31,47 @@ static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *
     return gdn_delta(&d);
 }
 
+/* The state of one (sequence's) slot, `bytes` long, copied on the call's backend. */
+static gdn_status copy_state(const gdn__layer_problem *p, float *dst, const float *src, size_t bytes) {
+    if (p->a.backend == GDN_BACKEND_CUDA) return gdn__cuda_copy(dst, src, bytes, p->a.stream);
+    memcpy(dst, src, bytes);
+    return GDN_OK;
+}
+
+/* Sequence b's window as segments ending at its checkpoints, at k (0 < k) and at n: each segment runs from the
+ * state the last one left, into the slot it ends at (the sequence's own at k, a checkpoint's, none at n past k);
+ * further checkpoints at the same position get copies. */
+static gdn_status sequence(const gdn__layer_problem *p, const gdn__layer_buffers *w, int64_t b, const char *kernel) {
+    const gdn_layer_args *a = &p->a;
+    const int64_t n = gdn__seq_len(p, b), k = gdn__seq_commit(p, b), per = a->Hv * a->Dk * a->Dv;
+    const size_t bytes = (size_t)per * sizeof(float);
+    float *own = a->state + gdn__seq_slot(p, b) * per;
+    const float *from = gdn__seq_fresh(p, b) ? NULL : own;
+    int64_t at = 0;
+    while (at < n) {
+        int64_t end = n; /* the next boundary after `at` */
+        if (k > at && k < end) end = k;
+        for (int64_t i = 0; i < a->n_checkpoints; ++i)
+            if (a->checkpoints[i].seq == b && a->checkpoints[i].after > at && a->checkpoints[i].after < end)
+                end = a->checkpoints[i].after;
+        float *into = end == k ? own : NULL;
+        for (int64_t i = 0; i < a->n_checkpoints && !into; ++i)
+            if (a->checkpoints[i].seq == b && a->checkpoints[i].after == end) into = a->state + a->checkpoints[i].slot * per;
+        gdn_status s = window(p, w, b, at, end, from, into, kernel);
+        for (int64_t i = 0; i < a->n_checkpoints && s == GDN_OK; ++i) {
+            float *ck = a->state + a->checkpoints[i].slot * per;
+            if (a->checkpoints[i].seq == b && a->checkpoints[i].after == end && ck != into) s = copy_state(p, ck, into, bytes);
+        }
+        if (s != GDN_OK) return s;
+        from = into ? into : from;
+        at = end;
+    }
+    return GDN_OK;
+}
+
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
     gdn_status s = GDN_OK;
-    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b) {
-        if (gdn__seq_slot(p, b) < 0) continue;
-        const int64_t n = gdn__seq_len(p, b), k = gdn__seq_commit(p, b);
-        const int from_slot = !gdn__seq_fresh(p, b);
-        if (k == 0 || k == n) {
-            s = window(p, bufs, b, 0, n, from_slot, k == n, delta_kernel);
-        } else {
-            s = window(p, bufs, b, 0, k, from_slot, 1, delta_kernel);
-            if (s == GDN_OK) s = window(p, bufs, b, k, n, 1, 0, delta_kernel);
-        }
-    }
+    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b)
+        if (gdn__seq_slot(p, b) >= 0) s = sequence(p, bufs, b, delta_kernel);
     return s;
 }

@@ -318,6 +318,46 @@ TEST(layer_fresh_A_log_and_separate_histories) {
     lcase_free(&c);
 }
 
+/* A checkpoint after p tokens == the pools of a p-token step, whatever the commit; the outputs and the sequence's
+ * own slot are those of the call without checkpoints. */
+TEST(layer_checkpoints_are_prefix_steps) {
+    const int32_t n = 9, afters[3] = {3, 6, 9}, commits[3] = {0, 4, 9};
+    for (int s = 0; s < SHAPES; ++s)
+        for (int ci = 0; ci < 3; ++ci) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, GDN_BF16, 1, &n, 90 + s);
+            g.slots = 6, g.layout = (gdn_state_layout)(ci & 1);
+            lcase c;
+            lrun plain, ck;
+            if (!lcase_init(&c, &g) || !lrun_init(&plain, &c, 0) || !lrun_init(&ck, &c, 0)) { CHECK(0, "allocation"); return; }
+            c.commit[0] = commits[ci];
+            CHECK(lcase_run(&c, &plain, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            for (int i = 0; i < 3; ++i) c.ck[i] = (gdn_layer_checkpoint){0, afters[i], 2 + i};
+            c.ck[3] = (gdn_layer_checkpoint){0, 6, 5}; /* two at one position */
+            c.n_ck = 4;
+            CHECK(lcase_run(&c, &ck, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3;
+            CHECK(memcmp(plain.y, ck.y, c.n_y * c.ds) == 0 && memcmp(plain.state + per_s, ck.state + per_s, per_s * 4) == 0 &&
+                  memcmp((char *)plain.hist_out + per_h * c.ds, (char *)ck.hist_out + per_h * c.ds, per_h * c.ds) == 0,
+                  "shape %d commit %d: checkpoints changed the outputs or the sequence's slot", s, commits[ci]);
+            c.n_ck = 0;
+            for (int i = 0; i < 4; ++i) {
+                lrun pre;
+                if (!lrun_init(&pre, &c, 0)) { CHECK(0, "allocation"); return; }
+                c.cu[1] = c.ck[i].after, c.commit[0] = c.ck[i].after;
+                CHECK(lcase_run(&c, &pre, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+                c.cu[1] = n, c.commit[0] = commits[ci];
+                const size_t at = (size_t)c.ck[i].slot;
+                CHECK(memcmp(pre.state + per_s, ck.state + at * per_s, per_s * 4) == 0 &&
+                      memcmp((char *)pre.hist_out + per_h * c.ds, (char *)ck.hist_out + at * per_h * c.ds, per_h * c.ds) == 0,
+                      "shape %d commit %d: the checkpoint after %d differs from a %d-token step", s, commits[ci],
+                      c.ck[i].after, c.ck[i].after);
+                lrun_free(&pre);
+            }
+            lrun_free(&plain), lrun_free(&ck);
+            lcase_free(&c);
+        }
+}
+
 /* Bad inputs: a status naming the field, and y and the pools untouched. */
 TEST(layer_bad_inputs_write_nothing) {
     const int32_t len[3] = {2, 3, 1};
@@ -325,11 +365,12 @@ TEST(layer_bad_inputs_write_nothing) {
     lcase c;
     lrun r;
     if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
-    for (int which = 0; which < 12; ++which) {
+    for (int which = 0; which < 16; ++which) {
         lcase bad = c;
         gdn_layer_args a = lcase_args(&bad, &r);
         int32_t slot[3] = {1, 2, 3}, commit[3] = {2, 3, 1}, cu[4] = {0, 2, 5, 6};
-        a.slot = slot, a.commit = commit, a.cu_seqlens = cu;
+        gdn_layer_checkpoint ck[2] = {{1, 2, 4}, {2, 1, 5}};
+        a.slot = slot, a.commit = commit, a.cu_seqlens = cu, a.checkpoints = ck, a.n_checkpoints = 2;
         gdn_status want = GDN_ERR_BAD_SIZE;
         const char *field = "";
         switch (which) {
@@ -344,6 +385,10 @@ TEST(layer_bad_inputs_write_nothing) {
         case 8: a.y = (char *)r.state + 8; want = GDN_ERR_OVERLAP; field = "args->y"; break;
         case 9: a.gamma = NULL; want = GDN_ERR_NULL_POINTER; field = "args->gamma"; break;
         case 10: a.state = (float *)((char *)r.state + 2); want = GDN_ERR_ALIGNMENT; field = "args->state"; break;
+        case 11: ck[1].slot = 3; want = GDN_ERR_OVERLAP; field = "args->checkpoints"; break;
+        case 12: ck[0].after = 4; field = "args->checkpoints[0].after"; break;
+        case 13: ck[1].seq = 3; field = "args->checkpoints[1].seq"; break;
+        case 14: ck[1].slot = 4; want = GDN_ERR_OVERLAP; field = "args->checkpoints"; break;
         default: a.kernel = "nope"; want = GDN_ERR_UNKNOWN_KERNEL; field = "args->kernel"; break;
         }
         const gdn_status s = gdn_layer(&a);

@@ -2,7 +2,7 @@
  * every CUDA layer kernel where eligible, and the router's choice, against the CPU's `staged` (itself ref's bits,
  * test_layer.c) on the same inputs: memcmp of y, the state pool and the history pool, y poisoned first, over the
  * model's heads (Hk 16, Hv 32 and 48, D 128), windows 1 to 2048, batches up to 256 with mixed lengths, commits,
- * verifies, skipped and fresh sequences, f32 and bf16, in-place and separate histories, and odd shapes.
+ * verifies, skipped and fresh sequences, checkpoints, f32 and bf16, in-place and separate histories, odd shapes.
  * GDN_TEST_VERBOSE prints a line per case. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +131,14 @@ TEST(layer_cuda_kernels_equal_cpu) {
                 if (r == 2 && k->B > 1) c.slot[b] = -1;
                 c.fresh[b] = r == 3;
             }
+        if (ci % 3 == 2) /* checkpoints (cuda_staged): into the free slots 0 .. 4, of the first sequence with a slot */
+            for (int b = 0; b < k->B && c.n_ck == 0; ++b)
+                if (c.slot[b] >= 0) {
+                    c.ck[0] = (gdn_layer_checkpoint){b, 1, 0};
+                    c.ck[1] = (gdn_layer_checkpoint){b, g.len[b], 1};
+                    c.ck[2] = (gdn_layer_checkpoint){b, (g.len[b] + 1) / 2, 2};
+                    c.n_ck = 3;
+                }
         const int separate = (int)(ci % 4 == 1);
         lrun want;
         if (!lrun_init(&want, &c, separate)) { CHECK(0, "allocation"); return; }

@@ -6,8 +6,8 @@
  *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence on the slot's state), the readout o into
  *      [T, Hv, Dv] f32.
  *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence).
- *   4. the histories of the committing sequences, an item per (sequence, HIST_CH channels): each channel's last
- *      three inputs.
+ *   4. the histories of the checkpoints, then of the committing sequences, an item per (sequence or checkpoint,
+ *      HIST_CH channels): each channel's last three inputs.
  * Every stage reads what the earlier ones wrote, so the pools are written only by stages 2 and 4, after every
  * allocation has succeeded. The stages work on contiguous f32 rows through a table (rows.h: scalar here, AVX2 in
  * rows_avx2.c), each worker in its own scratch. */
@@ -29,6 +29,7 @@ typedef struct stages {
     int32_t *seq_of;          /* [T]: the sequence of each token */
     float *scratch;           /* [threads][per_worker] */
     int64_t per_worker;
+    int checkpoint_phase;     /* history_item: 1 while it writes the checkpoints' histories */
 } stages;
 
 /* ---- the scalar rows, for CPUs without AVX2 + FMA ---- */
@@ -133,15 +134,19 @@ static void epilogue_item(void *ctx, int64_t item, int worker) {
     st->rows->store(a->y, a->dtype, row, gz, a->Dv);
 }
 
-/* Item (b, block of HIST_CH channels from c0): the history of each channel after the sequence's first k tokens,
- * [m][3] in the scratch row out: value i is input k - 3 + i, or the old history's k + i before the window (a block's
- * old values are read before it is written, so hist_out may be hist_in). */
+/* Item (job, block of HIST_CH channels from c0): the history of each channel after the first k tokens of a
+ * sequence, into a slot: job j is sequence j's commit (k = its commit count, its own slot), or in the checkpoint
+ * phase checkpoint j (k = after, the checkpoint's slot). [m][3] in the scratch row out: value i is input k - 3 + i,
+ * or the old history's k + i before the window (a block's old values are read before it is written, so hist_out
+ * may be hist_in; the checkpoints run first, so that they read no history a commit has written). */
 static void history_item(void *ctx, int64_t item, int worker) {
     const stages *st = ctx;
     const gdn__layer_problem *p = st->p;
     const gdn_layer_args *a = &p->a;
-    const int64_t blocks = (p->C + HIST_CH - 1) / HIST_CH, b = item / blocks, c0 = item % blocks * HIST_CH;
-    const int64_t slot = gdn__seq_slot(p, b), k = gdn__seq_commit(p, b), m = p->C - c0 < HIST_CH ? p->C - c0 : HIST_CH;
+    const int64_t blocks = (p->C + HIST_CH - 1) / HIST_CH, j = item / blocks, c0 = item % blocks * HIST_CH;
+    const gdn_layer_checkpoint *ck = st->checkpoint_phase ? &a->checkpoints[j] : NULL;
+    const int64_t b = ck ? ck->seq : j, slot = gdn__seq_slot(p, b), k = ck ? ck->after : gdn__seq_commit(p, b);
+    const int64_t into = ck ? ck->slot : slot, m = p->C - c0 < HIST_CH ? p->C - c0 : HIST_CH;
     if (slot < 0 || k == 0) return;
     float *out = st->scratch + worker * st->per_worker, *old = out + 3 * HIST_CH, *x = old + 3 * HIST_CH;
     if (k < 3) {
@@ -156,7 +161,7 @@ static void history_item(void *ctx, int64_t item, int worker) {
             for (int64_t c = 0; c < m; ++c) out[c * 3 + i] = old[c * 3 + k + i];
         }
     }
-    st->rows->store(a->hist_out, a->dtype, (slot * p->C + c0) * 3, out, 3 * m);
+    st->rows->store(a->hist_out, a->dtype, (into * p->C + c0) * 3, out, 3 * m);
 }
 
 gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel) {
@@ -188,7 +193,11 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
     const gdn_status s = gdn__layer_recurrence(p, &bufs, delta_kernel);
     if (s == GDN_OK) {
         gdn__parallel_for(&st.pool, T * a->Hv, p->threads, epilogue_item, &st);
-        gdn__parallel_for(&st.pool, a->B * ((p->C + HIST_CH - 1) / HIST_CH), p->threads, history_item, &st);
+        const int64_t blocks = (p->C + HIST_CH - 1) / HIST_CH;
+        st.checkpoint_phase = 1;
+        gdn__parallel_for(&st.pool, a->n_checkpoints * blocks, p->threads, history_item, &st);
+        st.checkpoint_phase = 0;
+        gdn__parallel_for(&st.pool, a->B * blocks, p->threads, history_item, &st);
     }
     free(buf);
     free(st.seq_of);

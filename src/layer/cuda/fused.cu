@@ -224,11 +224,12 @@ static gdn_status fused_by_split(const gdn__layer_problem *p, const gdn_layer_de
 
 extern "C" {
 
-/* Dk = Dv = 128, Hv / Hk <= 8, windows of at most FUSED_MAX_LEN tokens, a 16-byte aligned state, grids that fit. */
+/* Dk = Dv = 128, Hv / Hk <= 8, windows of at most FUSED_MAX_LEN tokens, no checkpoints, a 16-byte aligned state,
+ * grids that fit. */
 int gdn__layer_cuda_fused_eligible(const gdn__layer_problem *p) {
     const gdn_layer_args *a = &p->a;
     return a->backend == GDN_BACKEND_CUDA && gdn__cuda_devices() > 0 && a->Dk == FUSED_D && a->Dv == FUSED_D &&
-           fused_splits(p->group) > 0 && p->max_len <= FUSED_MAX_LEN && gdn_aligned16(a->state) &&
+           fused_splits(p->group) > 0 && p->max_len <= FUSED_MAX_LEN && a->n_checkpoints == 0 && gdn_aligned16(a->state) &&
            a->Hv * fused_splits(p->group) <= 0x7fffffff;
 }
 int gdn__layer_cuda_fused_routed(const gdn__layer_problem *p) { return gdn__layer_cuda_fused_eligible(p); }

@@ -8,7 +8,7 @@
 #include "layer/layer.h"
 
 /* Sequences per launch: their arrays travel as kernel parameters (under the 4 KiB of a launch's parameters). */
-#define GDN_LAYER_CHUNK 256
+#define GDN_LAYER_CHUNK 192
 
 struct gdn_layer_dev {
     int Hk, Hv, Dk, Dv, group, out_gate, layout;
@@ -22,11 +22,13 @@ struct gdn_layer_dev {
     void *hist_out;
 };
 
-/* Sequences b0 .. b0 + n - 1 of the call, as chunk entries 0 .. n - 1 (start: absolute tokens). */
+/* Sequences b0 .. b0 + n - 1 of the call, as chunk entries 0 .. n - 1 (start: absolute tokens); dst: where the
+ * history after `commit` tokens goes (the sequence's slot; a checkpoint's for the history kernel's checkpoint
+ * chunks, whose start, slot and fresh are their sequence's and whose commit is their `after`). */
 struct gdn_layer_seqs {
     int n, max_len;
     int32_t start[GDN_LAYER_CHUNK + 1];
-    int32_t slot[GDN_LAYER_CHUNK], commit[GDN_LAYER_CHUNK];
+    int32_t slot[GDN_LAYER_CHUNK], commit[GDN_LAYER_CHUNK], dst[GDN_LAYER_CHUNK];
     uint8_t fresh[GDN_LAYER_CHUNK];
 };
 
@@ -52,6 +54,7 @@ static inline gdn_layer_seqs gdn_layer_seqs_of(const gdn__layer_problem *p, int6
         s.slot[i] = (int32_t)gdn__seq_slot(p, b0 + i);
         s.commit[i] = (int32_t)gdn__seq_commit(p, b0 + i);
         s.fresh[i] = (uint8_t)gdn__seq_fresh(p, b0 + i);
+        s.dst[i] = s.slot[i];
         const int len = s.start[i + 1] - s.start[i];
         if (len > s.max_len) s.max_len = len;
     }
@@ -86,9 +89,28 @@ __device__ __forceinline__ void gdn_layer_gate_beta(const gdn_layer_dev &d, int6
     *beta = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
 }
 
+/* The chunk of checkpoints from i0, as history entries (their sequence's window, slot and fresh flag; commit =
+ * after, dst = the checkpoint's slot). */
+static inline gdn_layer_seqs gdn_layer_checkpoints_of(const gdn__layer_problem *p, int64_t i0) {
+    gdn_layer_seqs s;
+    const int64_t n = p->a.n_checkpoints - i0 < GDN_LAYER_CHUNK ? p->a.n_checkpoints - i0 : GDN_LAYER_CHUNK;
+    s.n = (int)n, s.max_len = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const gdn_layer_checkpoint *c = &p->a.checkpoints[i0 + i];
+        s.start[i] = p->a.cu_seqlens[c->seq];
+        s.slot[i] = (int32_t)gdn__seq_slot(p, c->seq);
+        s.commit[i] = c->after;
+        s.dst[i] = c->slot;
+        s.fresh[i] = (uint8_t)gdn__seq_fresh(p, c->seq);
+    }
+    s.start[n] = 0; /* unused: an entry's window ends at start + commit */
+    return s;
+}
+
 extern "C" {
-/* The histories of the chunk's committing sequences, after every kernel that reads hist_in (staged.cu). */
-gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p, const gdn_layer_seqs *s);
+/* The histories of the checkpoints, then of the committing sequences, after every kernel that reads hist_in
+ * (staged.cu). */
+gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p);
 }
 
 #endif

@@ -4,8 +4,8 @@
  *              warps also the gate and beta. Into f32 buffers (stream-ordered allocation).
  *   recurrence gdn_delta per sequence (src/layer/recurrence.c): cuda_window and the rest of the router.
  *   epilogue   a warp per (value head; 8 tokens; sequence): the gated RMSNorm, its sum the warp's butterfly.
- *   histories  a thread per (channel, sequence) of the committing sequences, after everything that reads hist_in,
- *              so hist_out may be hist_in. */
+ *   histories  a thread per (channel, checkpoint), then per (channel, sequence) of the committing sequences,
+ *              after everything that reads hist_in, so hist_out may be hist_in. */
 #include "layer/cuda/layer.cuh"
 
 #define LAYER_WARPS 4       /* warps per block of the prologue and the epilogue */
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(128) gdn_layer_history(gdn_layer_dev d, gdn_la
     const float x0 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 3);
     const float x1 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 2);
     const float x2 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 1);
-    const int64_t at = ((int64_t)slot * d.C + c) * 3;
+    const int64_t at = ((int64_t)sq.dst[b] * d.C + c) * 3;
     gdn_st_dt<DT>(d.hist_out, at, x0);
     gdn_st_dt<DT>(d.hist_out, at + 1, x1);
     gdn_st_dt<DT>(d.hist_out, at + 2, x2);
@@ -96,10 +96,16 @@ static int token_groups(int max_len) { return (max_len + LAYER_WARPS * LAYER_TOK
 
 extern "C" {
 
-gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p, const gdn_layer_seqs *s) {
+gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p) {
     const gdn_layer_dev d = gdn_layer_dev_of(p);
-    const dim3 grid((unsigned)((p->C + 127) / 128), (unsigned)s->n);
-    return layer_dtype(p, [&](auto dt) { return gdn_launch_pdl(gdn_layer_history<dt.value>, grid, 128, 0, p->a.stream, d, *s); });
+    gdn_status s = GDN_OK;
+    auto launch = [&](const gdn_layer_seqs &sq) {
+        const dim3 grid((unsigned)((p->C + 127) / 128), (unsigned)sq.n);
+        return layer_dtype(p, [&](auto dt) { return gdn_launch_pdl(gdn_layer_history<dt.value>, grid, 128, 0, p->a.stream, d, sq); });
+    };
+    for (int64_t i0 = 0; i0 < p->a.n_checkpoints && s == GDN_OK; i0 += GDN_LAYER_CHUNK) s = launch(gdn_layer_checkpoints_of(p, i0));
+    for (int64_t b0 = 0; b0 < p->a.B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) s = launch(gdn_layer_seqs_of(p, b0));
+    return s;
 }
 
 /* Any shape whose grids fit (channel blocks, token groups under 65536). */
@@ -137,8 +143,8 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             gdn_layer_epilogue<dt.value><<<grid, 32 * LAYER_WARPS, 0, stream>>>(d, sq, w.o);
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
-        if (s == GDN_OK) s = gdn__layer_cuda_histories(p, &sq);
     }
+    if (s == GDN_OK) s = gdn__layer_cuda_histories(p);
     const cudaError_t freed = cudaFreeAsync(buf, stream);
     return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
 }
