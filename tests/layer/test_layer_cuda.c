@@ -131,12 +131,15 @@ TEST(layer_cuda_kernels_equal_cpu) {
                 if (r == 2 && k->B > 1) c.slot[b] = -1;
                 c.fresh[b] = r == 3;
             }
-        if (ci % 3 == 2) /* checkpoints (cuda_staged): into the free slots 0 .. 4, of the first sequence with a slot */
+        /* checkpoints (cuda_staged), of the first sequence with a slot, into free slots: the mixed cases use the top
+         * B slots (0 .. 4 free), the others slots 1 .. B (the top 3 free) */
+        const int32_t free0 = k->mixed ? 0 : (int32_t)g.slots - 3;
+        if (ci % 3 == 2)
             for (int b = 0; b < k->B && c.n_ck == 0; ++b)
                 if (c.slot[b] >= 0) {
-                    c.ck[0] = (gdn_layer_checkpoint){b, 1, 0};
-                    c.ck[1] = (gdn_layer_checkpoint){b, g.len[b], 1};
-                    c.ck[2] = (gdn_layer_checkpoint){b, (g.len[b] + 1) / 2, 2};
+                    c.ck[0] = (gdn_layer_checkpoint){b, 1, free0};
+                    c.ck[1] = (gdn_layer_checkpoint){b, g.len[b], free0 + 1};
+                    c.ck[2] = (gdn_layer_checkpoint){b, (g.len[b] + 1) / 2, free0 + 2};
                     c.n_ck = 3;
                 }
         const int separate = (int)(ci % 4 == 1);
