@@ -5,6 +5,10 @@
 
 int gdn__cuda_devices(void) { return 0; }
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
+gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
+    (void)p, (void)bytes, (void)stream;
+    return GDN_ERR_NO_DEVICE;
+}
 
 #define GDN__STUB_CPU(name)
 #define GDN__STUB_CUDA(name)                                                                          \

@@ -39,4 +39,8 @@ gdn_status gdn__cuda_check_pointers(const gdn__problem *p) {
     return GDN_OK;
 }
 
+gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
+    return cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
 } /* extern "C" */

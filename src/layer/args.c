@@ -1,6 +1,5 @@
 /* The layer step's public entry points: validation of gdn_layer_args (every failure names its field through
  * gdn_last_error), the choice of kernel (named or routed), and the call. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/checked.h"
@@ -21,33 +20,18 @@ const char *gdn_layer_kernel_name(int index) {
     return index >= 0 && index < LAYER_KERNELS ? layer_kernels[index].name : NULL;
 }
 
-typedef struct slot_use {
-    int32_t slot;
-    int32_t commits;
-} slot_use;
-
-static int by_slot(const void *x, const void *y) {
-    const slot_use *a = x, *b = y;
-    return (a->slot > b->slot) - (a->slot < b->slot);
-}
-
 /* The per-sequence arrays: windows, slots in range, commit counts in range, no slot committed twice or committed
  * and read by another sequence. */
 static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len, int *all_commit) {
-    if (a->cu_seqlens[0] != 0) return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[0] = %d: must be 0", (int)a->cu_seqlens[0]);
     *max_len = 0;
     *all_commit = a->fresh == NULL;
     for (int64_t b = 0; b < a->B; ++b) {
+        gdn_status s = gdn__check_window(a->cu_seqlens, b);
+        if (s != GDN_OK) return s;
         const int64_t n = (int64_t)a->cu_seqlens[b + 1] - a->cu_seqlens[b];
-        if (n < 1)
-            return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = %d is not above cu_seqlens[%lld] = %d (windows "
-                        "hold at least one token)", (long long)b + 1, (int)a->cu_seqlens[b + 1], (long long)b,
-                        (int)a->cu_seqlens[b]);
         if (n > *max_len) *max_len = n;
         const int64_t slot = a->slot ? a->slot[b] : b;
-        if (slot >= a->slots)
-            return FAIL(GDN_ERR_BAD_SIZE, "args->slot[%lld] = %lld: the pools have %lld slots", (long long)b,
-                        (long long)slot, (long long)a->slots);
+        if ((s = gdn__check_slot("slot", b, slot, a->slots)) != GDN_OK) return s;
         const int64_t k = a->commit ? a->commit[b] : n;
         if (k < 0 || k > n)
             return FAIL(GDN_ERR_BAD_SIZE, "args->commit[%lld] = %lld: must be in 0 .. %lld (the window's tokens)",
@@ -55,21 +39,8 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
         if (slot < 0 || k != n) *all_commit = 0;
     }
     *tokens = a->cu_seqlens[a->B];
-    if (!a->slot) return GDN_OK; /* slot b for sequence b: distinct */
-    slot_use *use = malloc((size_t)a->B * sizeof *use);
-    if (!use) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->slot");
-    int64_t m = 0;
-    for (int64_t b = 0; b < a->B; ++b)
-        if (a->slot[b] >= 0) use[m++] = (slot_use){a->slot[b], a->commit ? a->commit[b] > 0 : 1};
-    qsort(use, (size_t)m, sizeof *use, by_slot);
-    for (int64_t i = 1; i < m; ++i)
-        if (use[i].slot == use[i - 1].slot && (use[i].commits || use[i - 1].commits)) {
-            const int32_t slot = use[i].slot;
-            free(use);
-            return FAIL(GDN_ERR_OVERLAP, "args->slot: two sequences name slot %d and one of them commits", (int)slot);
-        }
-    free(use);
-    return GDN_OK;
+    /* without a slot array sequence b uses slot b: distinct */
+    return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits") : GDN_OK;
 }
 
 static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
