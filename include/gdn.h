@@ -121,8 +121,28 @@ typedef struct gdn_delta_args {
                                    * with one of its variants: "name:variant" (gdn_kernel_variant_name) */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool (ignored with a runner) */
     const gdn_cpu_runner *cpu_runner; /* CPU: NULL runs on the library's pool; else on the engine's threads */
+    /* The batch form (below); all zero: the dense form above. */
+    const int32_t *cu_seqlens;    /* NULL: dense [B, T, ...] tensors. Else [B + 1], host: the varlen batch form */
+    const int32_t *state_slot;    /* NULL: sequence b's state is entry b. Else [B], host: its slot in the pools */
+    int64_t slots;                /* with state_slot: the pools' first dimension (>= 1); without: must be 0 */
     uint64_t reserved[8];         /* must be zero: room for fields of later versions */
 } gdn_delta_args;
+
+/* The batch form: a serving engine's varlen batch over a pool of states (flash-linear-attention's cu_seqlens and
+ * ssm_state_indices).
+ *   cu_seqlens  [B + 1] int32, host: 0, then strictly increasing. Sequence b is tokens cu_seqlens[b] ..
+ *               cu_seqlens[b+1] - 1 of tensors packed token-major: q, k [T, Hk, Dk]; v, y [T, Hv, Dv]; gate [T, Hv]
+ *               ([T, Hv, Dk] for GDN_GATE_VECTOR); beta [T, Hv]; mask [T], with T = cu_seqlens[B]. The field T
+ *               must then be 0 or cu_seqlens[B].
+ *   state_slot  [B] int32, host (with or without cu_seqlens): sequence b reads state_in[state_slot[b]] and writes
+ *               state_out[state_slot[b]] of pools [slots, Hv, ...]; a negative slot skips the sequence (its y rows
+ *               are +0, no state read or written). Slots at or above `slots` are GDN_ERR_BAD_SIZE; two sequences
+ *               may name one slot only when state_out is NULL (else GDN_ERR_OVERLAP).
+ * The call runs as one dense B = 1 call per sequence, in order, each on its own kernel: the named one (which must
+ * be eligible for every sequence's window) or the router's choice for that window. gdn_route names the longest
+ * window's kernel (the first of the longest); gdn_kernel_eligible is 1 when the kernel takes every window. All is
+ * validated before anything is written; only a failure inside a kernel (workspace, launch) can follow earlier
+ * sequences' writes. */
 
 /* Runs the recurrence over the window. CPU calls return when done; CUDA calls are asynchronous on the
  * stream (arguments are validated, and launch errors reported, before returning). */

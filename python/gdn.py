@@ -25,6 +25,7 @@ class DeltaArgs(ctypes.Structure):
         ("state_layout", ctypes.c_int), ("state_in", ctypes.c_void_p), ("state_out", ctypes.c_void_p),
         ("scale", ctypes.c_float), ("backend", ctypes.c_int), ("stream", ctypes.c_void_p),
         ("kernel", ctypes.c_char_p), ("threads", ctypes.c_int), ("cpu_runner", ctypes.c_void_p),
+        ("cu_seqlens", ctypes.c_void_p), ("state_slot", ctypes.c_void_p), ("slots", ctypes.c_int64),
         ("reserved", ctypes.c_uint64 * 8),
     ]
 

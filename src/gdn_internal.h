@@ -62,6 +62,15 @@ extern const int gdn__kernel_total;
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 gdn_status gdn__validate_runner(const gdn_cpu_runner *runner); /* NULL is valid */
 const gdn__kernel *gdn__route(const gdn__problem *p);
+/* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
+ * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above
+ * cu_seqlens[b]. A slot below `slots` (GDN_ERR_BAD_SIZE otherwise; negative ones pass: skipped). No two of the B
+ * sequences naming one slot (negative: none) while one of them writes it: writes[b] > 0 (writes NULL: every one
+ * writes); GDN_ERR_OVERLAP with `why` ("one of them commits"), or GDN_ERR_OUT_OF_MEMORY. */
+gdn_status gdn__check_window(const int32_t *cu_seqlens, int64_t b);
+gdn_status gdn__check_slot(const char *field, int64_t b, int64_t slot, int64_t slots);
+gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const int32_t *writes, int64_t B,
+                                   const char *why);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once (src/core/env.c): 0 disables every packed kernel */
 int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */
 /* An empty detail for a call that succeeds; returns GDN_OK. */
@@ -92,6 +101,9 @@ int gdn__cuda_devices(void);
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p);
 /* bytes from src to dst (device memory), ordered on the stream */
 gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* Zeros `bytes` bytes of device memory at p, asynchronously on `stream` (a cudaStream_t; NULL: the default);
+ * GDN_ERR_DEVICE when the runtime refuses. */
+gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -14,7 +14,8 @@ extern "C" {
 
 /* The recurrence of `args` in float64, plain sums and libm (tests/delta/test_oracle.c checks ref against it): y
  * [B, T, Hv, Dv] and state_out (NULL: not written; layout as args->state_layout) as double; args->y and
- * args->state_out are not written. Validates args as gdn_delta does. */
+ * args->state_out are not written. Validates args as gdn_delta does; the dense form only (GDN_ERR_UNSUPPORTED for
+ * the batch form or slots). */
 gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out);
 
 /* The layer step of `args` in float64, plain sums and libm: y [T, Hv, Dv], and the state pool [slots, ...] (layout as

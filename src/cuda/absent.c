@@ -9,6 +9,10 @@ gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream
     (void)dst, (void)src, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
+gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
+    (void)p, (void)bytes, (void)stream;
+    return GDN_ERR_NO_DEVICE;
+}
 
 #define GDN__STUB_CPU(name)
 #define GDN__STUB_CUDA(name)                                                                          \

@@ -45,4 +45,9 @@ gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream
                                                                                                          : GDN_ERR_DEVICE;
 }
 
+/* bytes of device memory at p zeroed, ordered on the stream. */
+gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
+    return cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
 } /* extern "C" */

@@ -1,5 +1,8 @@
 /* The recurrence's public entry points: validation of gdn_delta_args (every failure names its field through
- * gdn_last_error), the choice of kernel (named, with an optional variant, or routed), and the call. */
+ * gdn_last_error), the choice of kernel (named, with an optional variant, or routed), and the call. The batch form
+ * (cu_seqlens, state_slot) runs as dense B = 1 calls, a sequence at a time, of kernels that know only the dense
+ * form. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/checked.h"
@@ -14,6 +17,23 @@ gdn_status gdn__validate_runner(const gdn_cpu_runner *r) {
     for (int i = 0; r && i < 4; ++i)
         if (r->reserved[i]) return FAIL(GDN_ERR_RESERVED, "args->cpu_runner->reserved[%d] is not NULL", i);
     return GDN_OK;
+}
+
+/* 1 when the call runs a sequence at a time: the batch form, or slots. */
+static int per_sequence(const gdn_delta_args *a) { return a->cu_seqlens || a->state_slot; }
+
+/* The batch form's host arrays: the windows, T against them, the slots in range and written once. */
+static gdn_status validate_batch(const gdn_delta_args *a) {
+    gdn_status s = GDN_OK;
+    for (int64_t b = 0; a->cu_seqlens && b < a->B && s == GDN_OK; ++b) s = gdn__check_window(a->cu_seqlens, b);
+    if (s != GDN_OK) return s;
+    if (a->cu_seqlens && a->T != 0 && a->T != a->cu_seqlens[a->B])
+        return FAIL(GDN_ERR_BAD_SIZE, "args->T = %lld: must be 0 or cu_seqlens[B] = %d (the batch form's tokens)",
+                    (long long)a->T, (int)a->cu_seqlens[a->B]);
+    for (int64_t b = 0; a->state_slot && b < a->B && s == GDN_OK; ++b)
+        s = gdn__check_slot("state_slot", b, a->state_slot[b], a->slots);
+    if (s != GDN_OK || !a->state_slot || !a->state_out) return s;
+    return gdn__check_slot_writers("state_slot", a->state_slot, NULL, a->B, "both write it (args->state_out is not NULL)");
 }
 
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
@@ -33,8 +53,11 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     const struct { const char *name; int64_t value; } sizes[] = {{"B", a->B},   {"T", a->T},   {"Hk", a->Hk},
                                                                  {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}};
     for (int i = 0; i < 6; ++i)
-        if (sizes[i].value < 1)
+        if (sizes[i].value < 1 && !(a->cu_seqlens && i == 1)) /* the batch form's T: validate_batch */
             return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
+    if (a->state_slot ? a->slots < 1 : a->slots != 0)
+        return FAIL(GDN_ERR_BAD_SIZE, "args->slots = %lld: must be %s", (long long)a->slots,
+                    a->state_slot ? "at least 1 with args->state_slot" : "0 without args->state_slot");
     if (a->threads < 0) return FAIL(GDN_ERR_BAD_SIZE, "args->threads = %d: must be 0 (all) or more", a->threads);
     if (a->Hv % a->Hk != 0)
         return FAIL(GDN_ERR_HEAD_RATIO, "args->Hv = %lld is not a multiple of args->Hk = %lld", (long long)a->Hv,
@@ -45,14 +68,16 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         if (!required[i].ptr) return FAIL(GDN_ERR_NULL_POINTER, "args->%s is NULL", required[i].name);
     if (a->gate_kind == GDN_GATE_RAW && (!a->A_log || !a->dt_bias))
         return FAIL(GDN_ERR_NULL_POINTER, "args->%s is NULL (GDN_GATE_RAW needs it)", a->A_log ? "dt_bias" : "A_log");
-    const gdn_status runner = gdn__validate_runner(a->cpu_runner);
-    if (runner != GDN_OK) return runner;
+    gdn_status s = gdn__validate_runner(a->cpu_runner);
+    if (s != GDN_OK || (s = validate_batch(a)) != GDN_OK) return s;
 
     /* Every tensor's byte count, and one (b, h) state's (the kernels' workspaces hold one or a few), within
      * GDN_SIZE_LIMIT: whether or not a state is passed, so that no kernel's size arithmetic can wrap. */
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
     int ok = 1;
-    const int64_t tokens = GDN_SIZE_PROD(&ok, a->B, a->T);
+    const int64_t T = a->cu_seqlens ? a->cu_seqlens[a->B] : a->T; /* tokens per sequence, or of the batch */
+    const int64_t tokens = a->cu_seqlens ? T : GDN_SIZE_PROD(&ok, a->B, T);
+    const int64_t states = a->state_slot ? a->slots : a->B;
     const gdn__extent q = {a->q, GDN_SIZE_PROD(&ok, tokens, a->Hk, a->Dk, ds)}, k = {a->k, q.bytes};
     const gdn__extent v = {a->v, GDN_SIZE_PROD(&ok, tokens, a->Hv, a->Dv, ds)}, y = {a->y, v.bytes};
     const int64_t gate_row = a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1;
@@ -62,11 +87,11 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     const int raw = a->gate_kind == GDN_GATE_RAW;
     const gdn__extent A_log = {raw ? a->A_log : NULL, GDN_SIZE_PROD(&ok, a->Hv, 4)};
     const gdn__extent dt_bias = {raw ? a->dt_bias : NULL, A_log.bytes};
-    const gdn__extent state_in = {a->state_in, GDN_SIZE_PROD(&ok, a->B, a->Hv, a->Dk, a->Dv, 4)};
+    const gdn__extent state_in = {a->state_in, GDN_SIZE_PROD(&ok, states, a->Hv, a->Dk, a->Dv, 4)};
     const gdn__extent state_out = {a->state_out, state_in.bytes};
     if (!ok || !gdn__size_fits(state_in.bytes) || !gdn__size_fits(q.bytes) || !gdn__size_fits(v.bytes))
         return FAIL(GDN_ERR_BAD_SIZE, "a tensor of B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld (or the state of that "
-                    "shape) is over 2^62 bytes", (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
+                    "shape) is over 2^62 bytes", (long long)a->B, (long long)T, (long long)a->Hk, (long long)a->Hv,
                     (long long)a->Dk, (long long)a->Dv);
 
     /* y overlaps nothing; state_out overlaps no input except state_in exactly (in place). */
@@ -106,18 +131,17 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     return GDN_OK;
 }
 
-/* Validates args into *p and picks the kernel the call runs: the named one ("name" or "name:variant"; it must exist,
- * be of the call's backend and be eligible) or the router's choice; *variant is the named variant or NULL. */
-static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant) {
+/* The kernel a validated dense problem runs: the named one ("name" or "name:variant"; it must exist, be of the
+ * call's backend and be eligible) or the router's choice; *variant is the named variant or NULL. `where` ends the
+ * messages of a batch's sequence. */
+static gdn_status pick_kernel(const gdn__problem *p, const char *where, const gdn__kernel **out,
+                              const gdn__variant **variant) {
     *variant = NULL;
-    const gdn_status s = gdn__validate(args, p);
-    if (s != GDN_OK) return s;
-    if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
-        return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
     const char *name = p->a.kernel;
     if (!name) {
         *out = gdn__route(p);
-        return *out ? GDN_OK : FAIL(GDN_ERR_UNSUPPORTED, "no kernel of this backend takes this shape (a launch limit)");
+        return *out ? GDN_OK : FAIL(GDN_ERR_UNSUPPORTED, "no kernel of this backend takes this shape (a launch limit)%s",
+                                    where);
     }
     const char *colon = strchr(name, ':');
     const size_t len = colon ? (size_t)(colon - name) : strlen(name);
@@ -130,11 +154,89 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
             if (!*variant) return FAIL(GDN_ERR_UNKNOWN_KERNEL, "args->kernel = \"%.64s\": %s has no such variant", name, kn->name);
         }
         if (kn->backend != p->a.backend || !kn->eligible(p))
-            return FAIL(GDN_ERR_INELIGIBLE, "args->kernel = \"%.64s\" cannot run these arguments here", name);
+            return FAIL(GDN_ERR_INELIGIBLE, "args->kernel = \"%.64s\" cannot run these arguments here%s", name, where);
         *out = kn;
         return GDN_OK;
     }
     return FAIL(GDN_ERR_UNKNOWN_KERNEL, "args->kernel = \"%.64s\": no such kernel (gdn_kernel_name lists them)", name);
+}
+
+/* Sequence b of a per-sequence call as a validated dense B = 1 problem: its tokens and its slot's state (none for a
+ * skipped sequence: it is judged, never run, as a call without state). *skipped: its slot is negative. */
+static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__problem *seq, int *skipped) {
+    const gdn_delta_args *a = &p->a;
+    const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
+    const int64_t slot = a->state_slot ? a->state_slot[b] : b;
+    const int64_t qk = t0 * a->Hk * a->Dk, v = t0 * a->Hv * a->Dv, bt = t0 * a->Hv;
+    const int64_t state = slot * a->Hv * a->Dk * a->Dv;
+    gdn_delta_args d = *a;
+    d.B = 1;
+    d.T = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
+    d.q = (const char *)a->q + qk * (int64_t)p->dtype_size, d.k = (const char *)a->k + qk * (int64_t)p->dtype_size;
+    d.v = (const char *)a->v + v * (int64_t)p->dtype_size, d.y = (char *)a->y + v * (int64_t)p->dtype_size;
+    d.gate = a->gate + bt * (a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1);
+    d.beta = a->beta + bt;
+    d.mask = a->mask ? a->mask + t0 : NULL;
+    d.state_in = a->state_in && slot >= 0 ? a->state_in + state : NULL;
+    d.state_out = a->state_out && slot >= 0 ? a->state_out + state : NULL;
+    d.cu_seqlens = NULL, d.state_slot = NULL, d.slots = 0;
+    *skipped = slot < 0;
+    return gdn__validate(&d, seq);
+}
+
+/* Validates args into *p and picks the kernel the call runs (pick_kernel); for a per-sequence call, every sequence's
+ * (each must take it), *out being the longest window's (the first of the longest). */
+static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant) {
+    *variant = NULL;
+    gdn_status s = gdn__validate(args, p);
+    if (s != GDN_OK) return s;
+    if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
+        return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
+    if (!per_sequence(&p->a)) return pick_kernel(p, "", out, variant);
+    int64_t longest = 0;
+    for (int64_t b = 0; b < p->a.B; ++b) {
+        gdn__problem seq;
+        const gdn__kernel *kn = NULL;
+        const gdn__variant *v = NULL;
+        char where[48];
+        int skipped = 0;
+        snprintf(where, sizeof where, " (sequence %lld)", (long long)b);
+        if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK || (s = pick_kernel(&seq, where, &kn, &v)) != GDN_OK)
+            return s;
+        if (seq.a.T > longest) longest = seq.a.T, *out = kn, *variant = v;
+    }
+    return GDN_OK;
+}
+
+static gdn_status run_kernel(const gdn__problem *p, const gdn__kernel *kn, const gdn__variant *variant) {
+    const gdn_status s = kn->run(p, variant);
+    return s == GDN_OK ? GDN_OK : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
+}
+
+/* +0 into the y rows of a skipped sequence (zero bytes are +0 in every dtype). */
+static gdn_status zero_y(const gdn__problem *seq) {
+    const size_t bytes = (size_t)(seq->a.T * seq->a.Hv * seq->a.Dv) * seq->dtype_size;
+    if (seq->a.backend == GDN_BACKEND_CPU) {
+        memset(seq->a.y, 0, bytes);
+        return GDN_OK;
+    }
+    const gdn_status s = gdn__cuda_zero(seq->a.y, bytes, seq->a.stream);
+    return s == GDN_OK ? s : FAIL(s, "zeroing the y rows of a skipped sequence: %s", gdn_status_str(s));
+}
+
+/* A picked per-sequence call, a sequence at a time, each on its own kernel (pick took every one). */
+static gdn_status run_sequences(const gdn__problem *p) {
+    gdn_status s = GDN_OK;
+    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b) {
+        gdn__problem seq;
+        const gdn__kernel *kn = NULL;
+        const gdn__variant *variant = NULL;
+        int skipped = 0;
+        if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK) break;
+        if (skipped) s = zero_y(&seq);
+        else if ((s = pick_kernel(&seq, "", &kn, &variant)) == GDN_OK) s = run_kernel(&seq, kn, variant);
+    }
+    return s;
 }
 
 gdn_status gdn_delta(const gdn_delta_args *args) {
@@ -145,8 +247,8 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     if (s != GDN_OK) return s;
     if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
-    s = kn->run(&p, variant);
-    return s == GDN_OK ? gdn__ok() : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
+    s = per_sequence(&p.a) ? run_sequences(&p) : run_kernel(&p, kn, variant);
+    return s == GDN_OK ? gdn__ok() : s;
 }
 
 gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
@@ -159,9 +261,18 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     return s == GDN_OK ? gdn__ok() : s;
 }
 
-/* 0 for arguments that do not validate (and for an index out of range), as for a kernel of another backend. */
+/* 0 for arguments that do not validate (and for an index out of range), as for a kernel of another backend; for a
+ * per-sequence call, 1 when the kernel takes every sequence's window. */
 int gdn_kernel_eligible(int index, const gdn_delta_args *args) {
     gdn__problem p;
     if (index < 0 || index >= gdn__kernel_total || gdn__validate(args, &p) != GDN_OK) return 0;
-    return gdn__kernels[index].backend == p.a.backend && gdn__kernels[index].eligible(&p);
+    const gdn__kernel *kn = &gdn__kernels[index];
+    if (kn->backend != p.a.backend) return 0;
+    if (!per_sequence(&p.a)) return kn->eligible(&p);
+    for (int64_t b = 0; b < p.a.B; ++b) {
+        gdn__problem seq;
+        int skipped = 0;
+        if (sequence_problem(&p, b, &seq, &skipped) != GDN_OK || !kn->eligible(&seq)) return 0;
+    }
+    return 1;
 }

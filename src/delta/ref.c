@@ -125,6 +125,8 @@ static double oracle_gate(const gdn_delta_args *a, int64_t b, int64_t t, int64_t
 gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out) {
     gdn__problem p;
     const gdn_status s = gdn__validate(args, &p);
+    if (s == GDN_OK && (p.a.cu_seqlens || p.a.state_slot))
+        return gdn__fail(GDN_ERR_UNSUPPORTED, "the oracle takes the dense form only (args->cu_seqlens, state_slot NULL)");
     return s != GDN_OK ? s : gdn__delta_oracle(&p, y, state_out);
 }
 

@@ -21,33 +21,18 @@ const char *gdn_layer_kernel_name(int index) {
     return index >= 0 && index < LAYER_KERNELS ? layer_kernels[index].name : NULL;
 }
 
-typedef struct slot_use {
-    int32_t slot;
-    int32_t commits; /* 0: read only; 1: a committing sequence; 2: a checkpoint */
-} slot_use;
-
-static int by_slot(const void *x, const void *y) {
-    const slot_use *a = x, *b = y;
-    return (a->slot > b->slot) - (a->slot < b->slot);
-}
-
 /* The per-sequence arrays and the checkpoints: windows, slots in range, commit counts in range, checkpoints of
  * sequences with a slot, inside their windows; no written slot (a commit's, a checkpoint's) named twice. */
 static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len, int *all_commit) {
-    if (a->cu_seqlens[0] != 0) return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[0] = %d: must be 0", (int)a->cu_seqlens[0]);
     *max_len = 0;
     *all_commit = a->fresh == NULL;
     for (int64_t b = 0; b < a->B; ++b) {
+        gdn_status s = gdn__check_window(a->cu_seqlens, b);
+        if (s != GDN_OK) return s;
         const int64_t n = (int64_t)a->cu_seqlens[b + 1] - a->cu_seqlens[b];
-        if (n < 1)
-            return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = %d is not above cu_seqlens[%lld] = %d (windows "
-                        "hold at least one token)", (long long)b + 1, (int)a->cu_seqlens[b + 1], (long long)b,
-                        (int)a->cu_seqlens[b]);
         if (n > *max_len) *max_len = n;
         const int64_t slot = a->slot ? a->slot[b] : b;
-        if (slot >= a->slots)
-            return FAIL(GDN_ERR_BAD_SIZE, "args->slot[%lld] = %lld: the pools have %lld slots", (long long)b,
-                        (long long)slot, (long long)a->slots);
+        if ((s = gdn__check_slot("slot", b, slot, a->slots)) != GDN_OK) return s;
         const int64_t k = a->commit ? a->commit[b] : n;
         if (k < 0 || k > n)
             return FAIL(GDN_ERR_BAD_SIZE, "args->commit[%lld] = %lld: must be in 0 .. %lld (the window's tokens)",
@@ -75,27 +60,22 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
             return FAIL(GDN_ERR_BAD_SIZE, "args->checkpoints[%lld].seq = %d is a skipped sequence", (long long)i,
                         (int)c->seq);
     }
-    /* every slot a sequence or a checkpoint names: a written slot (commit, checkpoint) named once */
+    if (a->n_checkpoints == 0) /* without a slot array sequence b uses slot b: distinct */
+        return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits") : GDN_OK;
+    /* the sequences' slots and the checkpoints' together: a written slot named once */
     const int64_t n_use = a->B + a->n_checkpoints;
-    slot_use *use = malloc((size_t)n_use * sizeof *use);
-    if (!use) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->slot");
-    int64_t m = 0;
+    int32_t *slots = malloc((size_t)n_use * 2 * sizeof *slots);
+    if (!slots) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->checkpoints");
+    int32_t *writes = slots + n_use;
     for (int64_t b = 0; b < a->B; ++b) {
-        const int64_t slot = a->slot ? a->slot[b] : b;
-        if (slot >= 0) use[m++] = (slot_use){(int32_t)slot, a->commit ? a->commit[b] > 0 : 1};
+        slots[b] = a->slot ? a->slot[b] : (int32_t)b;
+        writes[b] = a->commit ? a->commit[b] : 1;
     }
-    for (int64_t i = 0; i < a->n_checkpoints; ++i) use[m++] = (slot_use){a->checkpoints[i].slot, 2};
-    qsort(use, (size_t)m, sizeof *use, by_slot);
-    for (int64_t i = 1; i < m; ++i)
-        if (use[i].slot == use[i - 1].slot && (use[i].commits || use[i - 1].commits)) {
-            const int32_t slot = use[i].slot;
-            const int ckpt = use[i].commits == 2 || use[i - 1].commits == 2;
-            free(use);
-            return FAIL(GDN_ERR_OVERLAP, "args->%s: slot %d is named twice and written", ckpt ? "checkpoints" : "slot",
-                        (int)slot);
-        }
-    free(use);
-    return GDN_OK;
+    for (int64_t i = 0; i < a->n_checkpoints; ++i) slots[a->B + i] = a->checkpoints[i].slot, writes[a->B + i] = 1;
+    const gdn_status s = gdn__check_slot_writers("slot and args->checkpoints", slots, writes, n_use,
+                                                 "one of them is written (a commit or a checkpoint)");
+    free(slots);
+    return s;
 }
 
 static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {

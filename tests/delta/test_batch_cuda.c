@@ -1,0 +1,182 @@
+/* gdn_delta's batch form on CUDA. Without a device (or without a CUDA build): GDN_ERR_NO_DEVICE and nothing
+ * written. With a device: the routed call and every eligible CUDA kernel on a few batches (mixed windows, decode
+ * steps, skipped and permuted slots in a larger pool, in place, separate pools, state_out NULL with a shared slot)
+ * bitwise equal to the CPU ref's batch form, y poisoned (0xFF bytes) first. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdn.h"
+#include "gdn_case.h"
+#include "gdn_testing.h"
+#include "harness.h"
+
+#ifdef GDN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* One batch: its windows and slots, the pool's size and how the pools are passed. */
+typedef struct gpu_batch {
+    int64_t B, slots;
+    int32_t cu[9], slot[8];
+    int mode; /* 0: in place; 1: separate pools; 2: state_out NULL */
+    case_cfg cfg;
+} gpu_batch;
+
+static gpu_batch gpu_batch_of(const int32_t *lengths, const int32_t *slots, int64_t B, int64_t pool, int mode,
+                              case_cfg cfg) {
+    gpu_batch b = {.B = B, .slots = pool, .mode = mode, .cfg = cfg};
+    for (int64_t i = 0; i < B; ++i) b.cu[i + 1] = b.cu[i] + lengths[i], b.slot[i] = slots[i];
+    b.cfg.B = 1, b.cfg.T = b.cu[B]; /* the packed tensors: [T, ...] = [1, T, ...] */
+    return b;
+}
+
+/* The batch-form arguments of a case's inputs (host or device copies), pools per mode. */
+static gdn_delta_args gpu_batch_args(const gpu_batch *bt, const gdn_case *c, void *y, const float *pool_in,
+                                     float *pool_out) {
+    gdn_delta_args a = case_args(c);
+    a.B = bt->B, a.T = 0, a.cu_seqlens = bt->cu, a.state_slot = bt->slot, a.slots = bt->slots;
+    a.y = y;
+    a.state_in = bt->mode == 0 ? pool_out : pool_in;
+    a.state_out = bt->mode == 2 ? NULL : pool_out;
+    return a;
+}
+
+TEST(batch_gpu_without_device_writes_nothing) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) > 0) {
+        CHECK(1); /* covered by batch_gpu_equals_cpu_ref */
+        return;
+    }
+    static const int32_t lengths[] = {2, 5, 1}, slots[] = {1, -1, 0};
+    const case_cfg cfg = {.Hk = 1, .Hv = 2, .Dk = 64, .Dv = 32, .dtype = GDN_BF16, .mask = 1, .seed = 4};
+    const gpu_batch bt = gpu_batch_of(lengths, slots, 3, 3, 1, cfg);
+    gdn_case c;
+    CHECK(case_init(&c, &bt.cfg));
+    const size_t ny = c.n_v * c.dsize, n_pool = (size_t)(bt.slots * cfg.Hv * cfg.Dk * cfg.Dv);
+    void *y = malloc(ny);
+    float *in = calloc(n_pool, 4), *out = malloc(n_pool * 4);
+    CHECK(y && in && out);
+    for (int k = -1; y && in && out && k < gdn_kernel_count(); ++k) {
+        if (k >= 0 && gdn_kernel_backend(k) != GDN_BACKEND_CUDA) continue;
+        gdn_delta_args a = gpu_batch_args(&bt, &c, y, in, out);
+        a.backend = GDN_BACKEND_CUDA;
+        a.kernel = k < 0 ? NULL : gdn_kernel_name(k);
+        poison(y, ny);
+        poison(out, n_pool * 4);
+        CHECK(gdn_delta(&a) == GDN_ERR_NO_DEVICE, "%s: %s", a.kernel ? a.kernel : "(routed)", gdn_last_error());
+        CHECK(poisoned_count(y, c.n_v, c.dsize) == c.n_v && poisoned_count(out, n_pool, 4) == n_pool,
+              "a CUDA batch without a device wrote an output");
+        const char *name = NULL;
+        CHECK(gdn_route(&a, &name) == GDN_ERR_NO_DEVICE && name == NULL);
+        CHECK(k < 0 || gdn_kernel_eligible(k, &a) == 0, "%s eligible without a device", a.kernel);
+    }
+    free(y), free(in), free(out);
+    case_free(&c);
+}
+
+#ifdef GDN_HAVE_CUDA
+
+/* A device copy of `bytes` bytes of host memory (NULL for NULL); *ok cleared on failure. */
+static void *to_device(const void *host, size_t bytes, int *ok) {
+    void *d = NULL;
+    if (!host) return NULL;
+    if (cudaMalloc(&d, bytes > 0 ? bytes : 1) != cudaSuccess || cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+        *ok = 0;
+    return d;
+}
+
+/* The case's inputs on the device, in a gdn_case of device pointers (the sizes as the host case's). */
+static int case_to_device(gdn_case *dev, const gdn_case *host) {
+    int ok = 1;
+    *dev = *host;
+    dev->q = to_device(host->q, host->n_qk * host->dsize, &ok);
+    dev->k = to_device(host->k, host->n_qk * host->dsize, &ok);
+    dev->v = to_device(host->v, host->n_v * host->dsize, &ok);
+    dev->gate = to_device(host->gate, host->n_gate * 4, &ok);
+    dev->beta = to_device(host->beta, host->n_bt * 4, &ok);
+    dev->mask = to_device(host->mask, (size_t)host->cfg.T, &ok);
+    dev->A_log = to_device(host->A_log, (size_t)host->cfg.Hv * 4, &ok);
+    dev->dt_bias = to_device(host->dt_bias, (size_t)host->cfg.Hv * 4, &ok);
+    dev->state_in = NULL;
+    return ok;
+}
+
+static void case_device_free(gdn_case *dev) {
+    cudaFree(dev->q), cudaFree(dev->k), cudaFree(dev->v), cudaFree(dev->gate), cudaFree(dev->beta);
+    cudaFree(dev->mask), cudaFree(dev->A_log), cudaFree(dev->dt_bias);
+}
+
+/* The routed call and every eligible CUDA kernel against the CPU ref on one batch. */
+static void check_gpu_batch(const gpu_batch *bt, int *runs) {
+    const case_cfg *g = &bt->cfg;
+    gdn_case c, dc;
+    CHECK(case_init(&c, g));
+    const size_t ny = c.n_v * c.dsize, n_pool = (size_t)(bt->slots * g->Hv * g->Dk * g->Dv);
+    void *y_ref = malloc(ny), *y = malloc(ny);
+    float *initial = malloc(n_pool * 4), *pool_ref = malloc(n_pool * 4), *pool = malloc(n_pool * 4);
+    float *d_in = NULL, *d_out = NULL;
+    void *d_y = NULL;
+    int ok = y_ref && y && initial && pool_ref && pool && case_to_device(&dc, &c);
+    harness_rng r = {g->seed + 9};
+    for (size_t i = 0; initial && i < n_pool; ++i) initial[i] = 0.3f * rng_normal(&r);
+    d_in = ok ? to_device(initial, n_pool * 4, &ok) : NULL;
+    ok = ok && cudaMalloc((void **)&d_out, n_pool * 4) == cudaSuccess && cudaMalloc(&d_y, ny) == cudaSuccess;
+    CHECK(ok, "allocations");
+    if (ok) { /* the CPU ref's batch form */
+        memcpy(pool_ref, initial, n_pool * 4);
+        poison(y_ref, ny);
+        if (bt->mode == 1) poison(pool_ref, n_pool * 4);
+        gdn_delta_args a = gpu_batch_args(bt, &c, y_ref, initial, pool_ref);
+        a.kernel = "ref";
+        CHECK(gdn_delta(&a) == GDN_OK, "ref: %s", gdn_last_error());
+    }
+    for (int k = -1; ok && k < gdn_kernel_count(); ++k) {
+        if (k >= 0 && gdn_kernel_backend(k) != GDN_BACKEND_CUDA) continue;
+        gdn_delta_args a = gpu_batch_args(bt, &dc, d_y, d_in, d_out);
+        a.backend = GDN_BACKEND_CUDA;
+        a.kernel = k < 0 ? NULL : gdn_kernel_name(k);
+        const char *name = a.kernel ? a.kernel : "(routed)";
+        if (k >= 0 && !gdn_kernel_eligible(k, &a)) continue;
+        const void *start = bt->mode == 1 ? NULL : initial; /* separate pools: state_out poisoned */
+        CHECK(cudaMemset(d_y, 0xff, ny) == cudaSuccess);
+        CHECK(start ? cudaMemcpy(d_out, start, n_pool * 4, cudaMemcpyHostToDevice) == cudaSuccess
+                    : cudaMemset(d_out, 0xff, n_pool * 4) == cudaSuccess);
+        CHECK(gdn_delta(&a) == GDN_OK, "%s: %s (%s)", name, gdn_last_error(), case_describe(g));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s", name);
+        CHECK(cudaMemcpy(y, d_y, ny, cudaMemcpyDeviceToHost) == cudaSuccess &&
+              cudaMemcpy(pool, d_out, n_pool * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(memcmp(y, y_ref, ny) == 0, "%s: y differs from the CPU ref (%s, mode %d)", name, case_describe(g), bt->mode);
+        CHECK(bt->mode == 2 || memcmp(pool, pool_ref, n_pool * 4) == 0, "%s: the pool differs from the CPU ref (%s)",
+              name, case_describe(g));
+        ++*runs;
+    }
+    cudaFree(d_in), cudaFree(d_out), cudaFree(d_y);
+    if (ok) case_device_free(&dc);
+    free(y_ref), free(y), free(initial), free(pool_ref), free(pool);
+    case_free(&c);
+}
+
+TEST(batch_gpu_equals_cpu_ref) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(1); /* no device: covered by batch_gpu_without_device_writes_nothing */
+        return;
+    }
+    static const int32_t mixed[] = {1, 2, 7, 16, 33, 3}, mixed_slots[] = {5, 0, -1, 8, 2, 6};
+    static const int32_t shared_slots[] = {5, 0, -1, 5, 2, 5};
+    static const int32_t decode[] = {1, 1, 1, 2, 1, 1, 1, 1}, decode_slots[] = {7, 3, -1, 0, 9, 4, 1, 6};
+    const case_cfg bf16_vk = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_BF16, .gate_kind = GDN_GATE_RAW,
+                              .beta_kind = GDN_BETA_LOGIT, .layout = GDN_STATE_VK, .mask = 1, .seed = 61};
+    const case_cfg f32_kv = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_F32, .gate_kind = GDN_GATE_DECAY,
+                             .layout = GDN_STATE_KV, .seed = 62};
+    const case_cfg vector = {.Hk = 1, .Hv = 2, .Dk = 64, .Dv = 32, .dtype = GDN_F16, .gate_kind = GDN_GATE_VECTOR,
+                             .layout = GDN_STATE_VK, .mask = 1, .seed = 63};
+    const gpu_batch batches[] = {gpu_batch_of(mixed, mixed_slots, 6, 9, 0, bf16_vk),
+                                 gpu_batch_of(mixed, mixed_slots, 6, 9, 1, f32_kv),
+                                 gpu_batch_of(decode, decode_slots, 8, 10, 0, bf16_vk),
+                                 gpu_batch_of(decode, decode_slots, 8, 10, 1, f32_kv),
+                                 gpu_batch_of(mixed, shared_slots, 6, 9, 2, vector)};
+    int runs = 0;
+    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) check_gpu_batch(&batches[i], &runs);
+    CHECK(runs >= 10, "only %d runs", runs);
+}
+
+#endif
