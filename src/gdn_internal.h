@@ -60,7 +60,21 @@ extern const int gdn__kernel_total;
 
 /* Validation (src/delta/args.c) and routing (src/core/route.c). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
-gdn_status gdn__validate_runner(const gdn_cpu_runner *runner); /* NULL is valid */
+/* Shared by the ops' validations (src/core/checks.c): the layout and backend enums and the reserved words; threads
+ * >= 0 and Hv % Hk; a CPU runner (NULL is valid). */
+gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backend backend, const uint64_t *reserved,
+                                              int n_reserved);
+gdn_status gdn__check_threads_heads(int threads, int64_t Hk, int64_t Hv);
+gdn_status gdn__validate_runner(const gdn_cpu_runner *runner);
+/* A tensor pointer and its element's bytes; GDN_ERR_ALIGNMENT naming the first that is not aligned (NULL is). */
+typedef struct gdn__aligned {
+    const char *name;
+    const void *ptr;
+    int64_t align;
+} gdn__aligned;
+gdn_status gdn__check_aligned(const gdn__aligned *list, size_t n);
+/* The CPU worker ids a call may use (>= 1): the runner's, else at most `threads` (0: all) of the pool; 1 for CUDA. */
+int gdn__call_threads(gdn_backend backend, const gdn_cpu_runner *runner, int threads);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 /* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above

@@ -10,15 +10,6 @@
 
 #define FAIL(status, ...) gdn__fail(status, __VA_ARGS__)
 
-gdn_status gdn__validate_runner(const gdn_cpu_runner *r) {
-    if (r && (!r->parallel_for || r->workers < 1))
-        return FAIL(r->parallel_for ? GDN_ERR_BAD_SIZE : GDN_ERR_NULL_POINTER, "args->cpu_runner->%s",
-                    r->parallel_for ? "workers must be at least 1" : "parallel_for is NULL");
-    for (int i = 0; r && i < 4; ++i)
-        if (r->reserved[i]) return FAIL(GDN_ERR_RESERVED, "args->cpu_runner->reserved[%d] is not NULL", i);
-    return GDN_OK;
-}
-
 /* 1 when the call runs a sequence at a time: the batch form, or slots. */
 static int per_sequence(const gdn_delta_args *a) { return a->cu_seqlens || a->state_slot; }
 
@@ -44,12 +35,8 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         return FAIL(GDN_ERR_BAD_ENUM, "args->gate_kind = %d: not a gdn_gate_kind", (int)a->gate_kind);
     if ((unsigned)a->beta_kind > GDN_BETA_LOGIT)
         return FAIL(GDN_ERR_BAD_ENUM, "args->beta_kind = %d: not a gdn_beta_kind", (int)a->beta_kind);
-    if ((unsigned)a->state_layout > GDN_STATE_KV)
-        return FAIL(GDN_ERR_BAD_ENUM, "args->state_layout = %d: not a gdn_state_layout", (int)a->state_layout);
-    if ((unsigned)a->backend > GDN_BACKEND_CUDA)
-        return FAIL(GDN_ERR_BAD_ENUM, "args->backend = %d: not a gdn_backend", (int)a->backend);
-    for (int i = 0; i < (int)(sizeof a->reserved / sizeof a->reserved[0]); ++i)
-        if (a->reserved[i] != 0) return FAIL(GDN_ERR_RESERVED, "args->reserved[%d] is not zero", i);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 8);
+    if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {{"B", a->B},   {"T", a->T},   {"Hk", a->Hk},
                                                                  {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}};
     for (int i = 0; i < 6; ++i)
@@ -58,10 +45,7 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (a->state_slot ? a->slots < 1 : a->slots != 0)
         return FAIL(GDN_ERR_BAD_SIZE, "args->slots = %lld: must be %s", (long long)a->slots,
                     a->state_slot ? "at least 1 with args->state_slot" : "0 without args->state_slot");
-    if (a->threads < 0) return FAIL(GDN_ERR_BAD_SIZE, "args->threads = %d: must be 0 (all) or more", a->threads);
-    if (a->Hv % a->Hk != 0)
-        return FAIL(GDN_ERR_HEAD_RATIO, "args->Hv = %lld is not a multiple of args->Hk = %lld", (long long)a->Hv,
-                    (long long)a->Hk);
+    if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
     const struct { const char *name; const void *ptr; } required[] = {
         {"q", a->q}, {"k", a->k}, {"v", a->v}, {"y", a->y}, {"gate", a->gate}, {"beta", a->beta}};
     for (int i = 0; i < 6; ++i)
@@ -107,14 +91,11 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (gdn__overlaps(y, state_out)) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->state_out");
 
     /* every tensor the call reads or writes is aligned to its element (A_log, dt_bias: raw gate only) */
-    const struct { const char *name; const void *ptr; int64_t align; } aligned[] = {
+    const gdn__aligned aligned[] = {
         {"q", a->q, ds},         {"k", a->k, ds},       {"v", a->v, ds},          {"y", a->y, ds},
         {"gate", a->gate, 4},    {"beta", a->beta, 4},  {"A_log", A_log.p, 4},    {"dt_bias", dt_bias.p, 4},
         {"state_in", a->state_in, 4}, {"state_out", a->state_out, 4}};
-    for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; ++i)
-        if (gdn__misaligned(aligned[i].ptr, aligned[i].align))
-            return FAIL(GDN_ERR_ALIGNMENT, "args->%s = %p is not aligned to its %lld-byte element", aligned[i].name,
-                        aligned[i].ptr, (long long)aligned[i].align);
+    if ((s = gdn__check_aligned(aligned, sizeof aligned / sizeof aligned[0])) != GDN_OK) return s;
 
     memset(p, 0, sizeof *p);
     p->a = *a;
@@ -122,12 +103,7 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     p->dk_lane = (a->Dk + 31) / 32;
     p->dv_lane = (a->Dv + 31) / 32;
     p->dtype_size = (size_t)ds;
-    if (a->backend == GDN_BACKEND_CPU && a->cpu_runner) {
-        p->threads = a->cpu_runner->workers;
-    } else {
-        const int pool = a->backend == GDN_BACKEND_CPU ? gdn_cpu_threads() : 1;
-        p->threads = a->threads == 0 || a->threads > pool ? pool : a->threads;
-    }
+    p->threads = gdn__call_threads(a->backend, a->cpu_runner, a->threads);
     return GDN_OK;
 }
 

@@ -84,21 +84,14 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     if ((unsigned)a->dtype > GDN_BF16) return FAIL(GDN_ERR_BAD_ENUM, "args->dtype = %d: not a gdn_dtype", (int)a->dtype);
     if ((unsigned)a->out_gate > GDN_OUT_GATE_SIGMOID)
         return FAIL(GDN_ERR_BAD_ENUM, "args->out_gate = %d: not a gdn_out_gate", (int)a->out_gate);
-    if ((unsigned)a->state_layout > GDN_STATE_KV)
-        return FAIL(GDN_ERR_BAD_ENUM, "args->state_layout = %d: not a gdn_state_layout", (int)a->state_layout);
-    if ((unsigned)a->backend > GDN_BACKEND_CUDA)
-        return FAIL(GDN_ERR_BAD_ENUM, "args->backend = %d: not a gdn_backend", (int)a->backend);
-    for (int i = 0; i < (int)(sizeof a->reserved / sizeof a->reserved[0]); ++i)
-        if (a->reserved[i] != 0) return FAIL(GDN_ERR_RESERVED, "args->reserved[%d] is not zero", i);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 8);
+    if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {
         {"B", a->B}, {"Hk", a->Hk}, {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}, {"slots", a->slots}};
     for (int i = 0; i < 6; ++i)
         if (sizes[i].value < 1)
             return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
-    if (a->threads < 0) return FAIL(GDN_ERR_BAD_SIZE, "args->threads = %d: must be 0 (all) or more", a->threads);
-    if (a->Hv % a->Hk != 0)
-        return FAIL(GDN_ERR_HEAD_RATIO, "args->Hv = %lld is not a multiple of args->Hk = %lld", (long long)a->Hv,
-                    (long long)a->Hk);
+    if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
     const struct { const char *name; const void *ptr; } required[] = {
         {"cu_seqlens", a->cu_seqlens}, {"qkv", a->qkv},         {"z", a->z},           {"alpha", a->alpha},
         {"beta", a->beta},             {"y", a->y},             {"conv_w", a->conv_w}, {"dt_bias", a->dt_bias},
@@ -153,15 +146,12 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
         return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", gdn__overlaps(y, state) ? "state" : "hist_out");
     if (gdn__overlaps(state, hist_out)) return FAIL(GDN_ERR_OVERLAP, "args->state overlaps args->hist_out");
 
-    const struct { const char *name; const void *ptr; int64_t align; } aligned[] = {
+    const gdn__aligned aligned[] = {
         {"qkv", a->qkv, ds},       {"z", a->z, ds},           {"alpha", a->alpha, ds},       {"beta", a->beta, ds},
         {"y", a->y, ds},           {"hist_in", a->hist_in, ds}, {"hist_out", a->hist_out, ds}, {"conv_w", a->conv_w, 4},
         {"conv_bias", a->conv_bias, 4}, {"dt_bias", a->dt_bias, 4}, {"A", a->A, 4},           {"A_log", a->A_log, 4},
         {"gamma", a->gamma, 4},    {"state", a->state, 4}};
-    for (size_t i = 0; i < sizeof aligned / sizeof aligned[0]; ++i)
-        if (gdn__misaligned(aligned[i].ptr, aligned[i].align))
-            return FAIL(GDN_ERR_ALIGNMENT, "args->%s = %p is not aligned to its %lld-byte element", aligned[i].name,
-                        aligned[i].ptr, (long long)aligned[i].align);
+    if ((s = gdn__check_aligned(aligned, sizeof aligned / sizeof aligned[0])) != GDN_OK) return s;
 
     memset(p, 0, sizeof *p);
     p->a = *a;
@@ -173,12 +163,7 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     p->scale = a->scale != 0.0f ? a->scale : gdn_rsqrtf((float)a->Dk);
     p->max_len = max_len;
     p->all_commit = all_commit;
-    if (a->backend == GDN_BACKEND_CPU && a->cpu_runner) {
-        p->threads = a->cpu_runner->workers;
-    } else {
-        const int pool = a->backend == GDN_BACKEND_CPU ? gdn_cpu_threads() : 1;
-        p->threads = a->threads == 0 || a->threads > pool ? pool : a->threads;
-    }
+    p->threads = gdn__call_threads(a->backend, a->cpu_runner, a->threads);
     return GDN_OK;
 }
 
