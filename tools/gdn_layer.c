@@ -255,8 +255,9 @@ int tool_layer(int argc, char **argv) {
         else if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--hv") == 0 && i + 1 < argc && tool_parse_int(argv[i + 1], 16, 4096, &hv) && hv % 16 == 0) ++i;
         else {
-            fprintf(stderr, "usage: gdn layer [--quick] [--json] [--hv N (a multiple of 16)]\n");
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+            const int help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+            fprintf(help ? stdout : stderr, "usage: gdn layer [--quick] [--json] [--hv N (16 .. 4096, a multiple of 16)]\n");
+            return help ? 0 : 2;
         }
     }
     const int gpu = tool_cuda_devices() > 0;

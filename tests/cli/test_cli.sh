@@ -36,6 +36,10 @@ for h in --help -h help; do
 done
 expect 0 "run --help" -- run --help
 expect 0 "bench --help" -- bench --help
+expect 0 "layer --help" -- layer --help
+check "$([[ -n $LAST_OUT && -z $LAST_ERR ]]; echo $?)" "gdn layer --help prints usage to stdout only"
+for v in 17 0 8192 x; do expect 2 "bad --hv" -- layer --hv "$v"; done
+expect 2 "unknown layer option" -- layer --frobnicate
 # an unallocatable window: out of memory, reported as such
 expect 1 "unallocatable T" -- run --T 1073741824
 check "$([[ $LAST_ERR == *"out of memory"* && $LAST_OUT != *differs* && $LAST_ERR != *differs* ]]; echo $?)" \
