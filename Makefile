@@ -3,7 +3,7 @@
 #   make test       build everything, then ctest: the suites ("N passed, N failed" per suite and in all), the example,
 #                   the export check and the install test
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
-# make tsan (build/tsan: the threaded and fork suites under ThreadSanitizer),
+# make tsan (build/tsan: the threaded, fork and layer-stage suites under ThreadSanitizer),
 # make fuzz (build/fuzz/fuzz_delta, libFuzzer, clang), make shared (build/pic/libgdn.so for python/gdn.py),
 # make bench, make clean. Builds run -j$(nproc) (J=...). CUDA sources are compiled for sm_90 when nvcc is found;
 # GDN_CUDA=0 turns that off, GDN_CUDA=1 insists. CC=... picks the C compiler of a fresh build dir.
@@ -60,6 +60,8 @@ tsan:
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn concurrency
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn fork
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn runner
+	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_cpu_kernels
+	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_sequences
 
 # `make fuzz`: the libFuzzer target over gdn_delta (clang, ASan + UBSan, library instrumented for coverage),
 # built as build/fuzz/fuzz_delta. Run: build/fuzz/fuzz_delta -max_total_time=60 build/fuzz/corpus fuzz/corpus
