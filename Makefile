@@ -63,12 +63,13 @@ tsan:
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_cpu_kernels
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_sequences
 
-# `make fuzz`: the libFuzzer target over gdn_delta (clang, ASan + UBSan, library instrumented for coverage),
-# built as build/fuzz/fuzz_delta. Run: build/fuzz/fuzz_delta -max_total_time=60 build/fuzz/corpus fuzz/corpus
+# `make fuzz`: the libFuzzer targets over gdn_delta and gdn_layer (clang, ASan + UBSan, library instrumented for
+# coverage), built as build/fuzz/fuzz_delta and fuzz_layer. Run: build/fuzz/fuzz_delta -max_total_time=60
+# build/fuzz/corpus fuzz/corpus; build/fuzz/fuzz_layer -max_total_time=60 build/fuzz/corpus_layer
 fuzz:
 	$(call configure,build/fuzz,-DGDN_TESTING=ON -DGDN_CUDA=OFF -DGDN_FUZZ=ON -DCMAKE_C_COMPILER=$(FUZZ_CC))
-	$(CMAKE) --build build/fuzz -j $(J) --target fuzz_delta
-	@mkdir -p build/fuzz/corpus
+	$(CMAKE) --build build/fuzz -j $(J) --target fuzz_delta fuzz_layer
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus_layer
 
 # build/pic/libgdn.so, the library python/gdn.py loads: every object is PIC now, so it is $(BUILD)'s libgdn.so,
 # linked there, unless build/pic is a build dir of its own (scripts/gpu_run.sh's), which is then built
