@@ -239,4 +239,23 @@ static inline void compare_with_ref(const char *what, const void *got, const voi
          nan_only ? " only in NaN payloads" : "", first, g, w, kernel, threads);
 }
 
+/* Before the first input: a pool of 3 whatever the machine (threads 0..5 exercise clamping), and
+ * GDN_FUZZ_NAN_PAYLOAD read. */
+static inline void fuzz_initialize(void) {
+    setenv("GDN_THREADS", "3", 0);
+    const char *nan = getenv("GDN_FUZZ_NAN_PAYLOAD");
+    nan_payload_any = nan && strcmp(nan, "any") == 0;
+}
+
+/* The libFuzzer entry points; the including file defines fuzz_one, one call per input. */
+static int fuzz_one(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fuzz_initialize();
+    return 0;
+}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_one(data, size); }
+
 #endif

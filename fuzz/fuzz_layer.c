@@ -186,16 +186,3 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     blocks_free();
     return 0;
 }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    setenv("GDN_THREADS", "3", 0);
-    const char *nan = getenv("GDN_FUZZ_NAN_PAYLOAD");
-    nan_payload_any = nan && strcmp(nan, "any") == 0;
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_one(data, size); }
