@@ -23,9 +23,8 @@ const char *gdn_layer_kernel_name(int index) {
 
 /* The per-sequence arrays and the checkpoints: windows, slots in range, commit counts in range, checkpoints of
  * sequences with a slot, inside their windows; no written slot (a commit's, a checkpoint's) named twice. */
-static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len, int *all_commit) {
+static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, int64_t *max_len) {
     *max_len = 0;
-    *all_commit = a->fresh == NULL;
     for (int64_t b = 0; b < a->B; ++b) {
         gdn_status s = gdn__check_window(a->cu_seqlens, b);
         if (s != GDN_OK) return s;
@@ -37,7 +36,6 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
         if (k < 0 || k > n)
             return FAIL(GDN_ERR_BAD_SIZE, "args->commit[%lld] = %lld: must be in 0 .. %lld (the window's tokens)",
                         (long long)b, (long long)k, (long long)n);
-        if (slot < 0 || k != n) *all_commit = 0;
     }
     *tokens = a->cu_seqlens[a->B];
     if (a->n_checkpoints < 0 || (a->n_checkpoints > 0 && !a->checkpoints) || a->n_checkpoints > INT32_MAX)
@@ -114,8 +112,7 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
         return FAIL(GDN_ERR_BAD_SIZE, "the pools of slots=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld are over 2^62 bytes",
                     (long long)a->slots, (long long)a->Hk, (long long)a->Hv, (long long)a->Dk, (long long)a->Dv);
     int64_t T = 0, max_len = 0;
-    int all_commit = 0;
-    gdn_status s = validate_sequences(a, &T, &max_len, &all_commit);
+    gdn_status s = validate_sequences(a, &T, &max_len);
     if (s != GDN_OK) return s;
     const gdn__extent qkv = {a->qkv, GDN_SIZE_PROD(&ok, T, C, ds)};
     const gdn__extent z = {a->z, GDN_SIZE_PROD(&ok, T, a->Hv, a->Dv, ds)}, y = {a->y, z.bytes};
@@ -162,7 +159,6 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     p->eps_rms = a->eps_rms != 0.0f ? a->eps_rms : 1e-6f;
     p->scale = a->scale != 0.0f ? a->scale : gdn_rsqrtf((float)a->Dk);
     p->max_len = max_len;
-    p->all_commit = all_commit;
     p->threads = gdn__call_threads(a->backend, a->cpu_runner, a->threads);
     return GDN_OK;
 }

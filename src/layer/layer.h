@@ -18,7 +18,6 @@ typedef struct gdn__layer_problem {
     int64_t group;     /* Hv / Hk */
     float eps_l2, eps_rms, scale;
     int64_t max_len;   /* the longest window */
-    int all_commit;    /* every sequence has a slot, starts from it and commits all its tokens */
     int threads;       /* CPU worker ids (>= 1) */
 } gdn__layer_problem;
 
