@@ -12,28 +12,21 @@
 #include "gdn_testing.h"
 #include "gdn_tool.h"
 
-/* splitmix64: uniform in [0, 1) and standard normal (Box-Muller, two per draw). */
-typedef struct rng {
-    uint64_t s;
-    double spare;
-    int has_spare;
-} rng;
-
-static uint64_t rng_u64(rng *r) {
+uint64_t tool_rng_u64(tool_rng *r) {
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static double rng_uniform(rng *r) { return (double)(rng_u64(r) >> 11) * 0x1.0p-53; }
+double tool_rng_uniform(tool_rng *r) { return (double)(tool_rng_u64(r) >> 11) * 0x1.0p-53; }
 
-static double rng_normal(rng *r) {
+double tool_rng_normal(tool_rng *r) {
     if (r->has_spare) {
         r->has_spare = 0;
         return r->spare;
     }
-    const double u = 1.0 - rng_uniform(r), w = rng_uniform(r), m = sqrt(-2.0 * log(u));
+    const double u = 1.0 - tool_rng_uniform(r), w = tool_rng_uniform(r), m = sqrt(-2.0 * log(u));
     r->spare = m * sin(6.283185307179586 * w);
     r->has_spare = 1;
     return m * cos(6.283185307179586 * w);
@@ -50,7 +43,7 @@ static void store_elem(void *base, gdn_dtype dtype, int64_t idx, float x) {
 }
 
 /* rows of n normals, each scaled to unit L2 norm when `normalize` */
-static void fill_rows(void *dst, gdn_dtype dtype, int64_t rows, int64_t n, int normalize, rng *r) {
+static void fill_rows(void *dst, gdn_dtype dtype, int64_t rows, int64_t n, int normalize, tool_rng *r) {
     int ok = 1;
     const int64_t bytes = GDN_SIZE_PROD(&ok, n, (int64_t)sizeof(double));
     double *row = ok ? malloc((size_t)bytes) : NULL;
@@ -58,7 +51,7 @@ static void fill_rows(void *dst, gdn_dtype dtype, int64_t rows, int64_t n, int n
     for (int64_t i = 0; i < rows; ++i) {
         double ss = 0.0;
         for (int64_t e = 0; e < n; ++e) {
-            row[e] = rng_normal(r);
+            row[e] = tool_rng_normal(r);
             ss += row[e] * row[e];
         }
         const double f = normalize ? 1.0 / sqrt(ss) : 1.0;
@@ -85,29 +78,29 @@ void tool_case_free(tool_case *c) {
 static void fill_case(tool_case *c, uint64_t seed) {
     const tool_spec *s = &c->spec;
     const int64_t tokens = s->B * s->T, heads = tokens * s->Hv;
-    rng r = {seed, 0.0, 0};
+    tool_rng r = {seed, 0.0, 0};
     fill_rows(c->q, s->dtype, tokens * s->Hk, s->Dk, 1, &r);
     fill_rows(c->k, s->dtype, tokens * s->Hk, s->Dk, 1, &r);
     fill_rows(c->v, s->dtype, heads, s->Dv, 0, &r);
     /* Per head: A = exp(A_log) in [1, 8], dt = softplus(dt_bias) log-uniform in [1e-3, 1e-2]; per token
      * a ~ N(0, 1), so g = exp(-A softplus(a + dt_bias)) is mostly in [0.9, 1). */
     for (int64_t h = 0; h < s->Hv; ++h) {
-        c->A_log[h] = (float)log(1.0 + 7.0 * rng_uniform(&r));
-        const double dt = exp(log(1e-3) + rng_uniform(&r) * log(10.0));
+        c->A_log[h] = (float)log(1.0 + 7.0 * tool_rng_uniform(&r));
+        const double dt = exp(log(1e-3) + tool_rng_uniform(&r) * log(10.0));
         c->dt_bias[h] = (float)log(expm1(dt));
     }
     const int64_t n_gate = (int64_t)(c->gate_bytes / 4);
     for (int64_t i = 0; i < n_gate; ++i) {
-        const double decay = 0.85 + 0.15 * rng_uniform(&r);
-        c->gate[i] = (float)(s->gate_kind == GDN_GATE_RAW ? rng_normal(&r)
+        const double decay = 0.85 + 0.15 * tool_rng_uniform(&r);
+        c->gate[i] = (float)(s->gate_kind == GDN_GATE_RAW ? tool_rng_normal(&r)
                              : s->gate_kind == GDN_GATE_LOG_DECAY ? log(decay) : decay);
     }
     for (int64_t i = 0; i < heads; ++i)
-        c->beta[i] = (float)(s->beta_kind == GDN_BETA_LOGIT ? rng_normal(&r) : rng_uniform(&r));
+        c->beta[i] = (float)(s->beta_kind == GDN_BETA_LOGIT ? tool_rng_normal(&r) : tool_rng_uniform(&r));
     for (int64_t i = 0; i < (int64_t)c->mask_bytes; ++i) c->mask[i] = (uint8_t)(i % s->T % 3 != 1);
     const int64_t n_state = (int64_t)(c->state_bytes / 4);
     for (int64_t i = 0; i < n_state; ++i)
-        c->state[i] = s->zero_state ? 0.0f : (float)((double)(rng_u64(&r) >> 40) * 0x1.0p-24 * 0.2 - 0.1);
+        c->state[i] = s->zero_state ? 0.0f : (float)((double)(tool_rng_u64(&r) >> 40) * 0x1.0p-24 * 0.2 - 0.1);
 }
 
 int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {

@@ -14,25 +14,17 @@
 
 enum { L_HK = 16, L_D = 128 };
 
-static float *fill_f32(size_t n, uint64_t *s, float lo, float hi) {
+/* n f32 values ~ U(lo, hi) */
+static float *fill_f32(size_t n, tool_rng *r, float lo, float hi) {
     float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; x && i < n; ++i) {
-        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = lo + (hi - lo) * (float)((*s >> 40) * (1.0 / 16777216.0));
-    }
+    for (size_t i = 0; x && i < n; ++i) x[i] = lo + (hi - lo) * (float)tool_rng_uniform(r);
     return x;
 }
 
-/* n elements ~ N(mean, sd) by Box-Muller, stored as dtype */
-static void *fill_normal(size_t n, gdn_dtype dt, uint64_t *s, float mean, float sd) {
+/* n elements ~ N(mean, sd), stored as dtype */
+static void *fill_normal(size_t n, gdn_dtype dt, tool_rng *r, float mean, float sd) {
     void *x = malloc(n * (dt == GDN_F32 ? 4 : 2));
-    for (size_t i = 0; x && i < n; ++i) {
-        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        const double u1 = ((*s >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        const double u2 = (*s >> 11) * (1.0 / 9007199254740992.0);
-        gdn__store(x, dt, (int64_t)i, mean + sd * (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)));
-    }
+    for (size_t i = 0; x && i < n; ++i) gdn__store(x, dt, (int64_t)i, mean + sd * (float)tool_rng_normal(r));
     return x;
 }
 
@@ -54,7 +46,7 @@ int tool_layer_case_init(tool_layer_case *c, int64_t Hv, int64_t B, int64_t n, g
     c->cu = malloc((size_t)(B + 1) * sizeof *c->cu);
     c->slot = malloc((size_t)B * sizeof *c->slot);
     c->commit = malloc((size_t)B * sizeof *c->commit);
-    uint64_t s = 0x5eed + (uint64_t)(B * 131 + n);
+    tool_rng s = {0x5eed + (uint64_t)(B * 131 + n), 0.0, 0};
     a->qkv = fill_normal((size_t)(c->T * C), dt, &s, 0.0f, 1.0f);
     a->z = fill_normal((size_t)(c->T * Hv * L_D), dt, &s, 0.0f, 1.0f);
     a->alpha = fill_normal((size_t)(c->T * Hv), dt, &s, 0.0f, 1.0f);

@@ -53,6 +53,17 @@ void tool_case_decays(const tool_case *c, double *frac_high, double *min, double
 
 const char *tool_dtype_name(gdn_dtype d);
 
+/* The cases' random numbers (tools/gdn_cases.c): splitmix64, uniform in [0, 1), standard normal (Box-Muller, two
+ * per draw). Seed with {seed, 0, 0}. */
+typedef struct tool_rng {
+    uint64_t s;
+    double spare;
+    int has_spare;
+} tool_rng;
+uint64_t tool_rng_u64(tool_rng *r);
+double tool_rng_uniform(tool_rng *r);
+double tool_rng_normal(tool_rng *r);
+
 /* Strict number parsing for the CLI: 1 when the whole of s is a decimal integer in [lo, hi] (no sign but '-',
  * no spaces, no exponent, no overflow), stored in *out; else 0 and *out untouched. */
 int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
