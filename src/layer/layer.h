@@ -58,11 +58,11 @@ GDN_HD float gdn__layer_gate(float alpha, float dt_bias, float A) { return gdn_e
 /* A of a head from A_log: -exp(A_log). */
 GDN_HD float gdn__layer_A(float A_log) { return -gdn_expf(A_log); }
 
-/* The gated RMSNorm of one element: ((rs o) gamma) gate(z), rs = rsqrt(ssq / Dv + eps) from the tree sum. */
+/* The gated RMSNorm of one element: ((rs o) gamma) gate, rs = rsqrt(ssq / Dv + eps) from the tree sum, gate the
+ * output gate of z (silu, or sigmoid with GDN_OUT_GATE_SIGMOID). */
 GDN_HD float gdn__rms_factor(float ssq, int64_t Dv, float eps) { return gdn_rsqrtf(ssq / (float)Dv + eps); }
-GDN_HD float gdn__gated_out(float rs, float o, float gamma, float z, int sigmoid_gate) {
-    return ((rs * o) * gamma) * (sigmoid_gate ? gdn_sigmoidf(z) : gdn_siluf(z));
-}
+GDN_HD float gdn__out_gate(float z, int sigmoid_gate) { return sigmoid_gate ? gdn_sigmoidf(z) : gdn_siluf(z); }
+GDN_HD float gdn__gated_out(float rs, float o, float gamma, float gate) { return ((rs * o) * gamma) * gate; }
 
 /* ---- the kernel table ---- */
 

@@ -130,7 +130,7 @@ static void epilogue_item(void *ctx, int64_t item, int worker) {
     const float rs = gdn__rms_factor(st->rows->dot(o, o, a->Dv), a->Dv, p->eps_rms);
     st->rows->load(gz, a->z, a->dtype, row, a->Dv);
     (a->out_gate == GDN_OUT_GATE_SIGMOID ? st->rows->sigmoid : st->rows->silu)(gz, gz, a->Dv);
-    for (int64_t j = 0; j < a->Dv; ++j) gz[j] = ((rs * o[j]) * a->gamma[j]) * gz[j];
+    for (int64_t j = 0; j < a->Dv; ++j) gz[j] = gdn__gated_out(rs, o[j], a->gamma[j], gz[j]);
     st->rows->store(a->y, a->dtype, row, gz, a->Dv);
 }
 

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         for (int i = tid; i < n * COLS; i += workers) {
             const int t = i / COLS, j = i % COLS;
             const float z = gdn_ld<DT>(d.z, (tok0 + t) * HD + (int64_t)h * D + c0 + j);
-            gz[t][j] = d.out_gate ? gdn_sigmoidf(z) : gdn_siluf(z);
+            gz[t][j] = gdn__out_gate(z, d.out_gate);
         }
     }
     cluster.sync();
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
 #pragma unroll
         for (int q = 0; q < S; ++q) p[q] = cluster.map_shared_rank(&part[t], (unsigned)(gi * S + q))[0];
         const float rs = gdn__rms_factor(gdn_reg_tree<S>(p), D, d.eps_rms);
-        y[m] = __fmul_rn(__fmul_rn(__fmul_rn(rs, os[t][j]), __ldg(d.gamma + c0 + j)), gz[t][j]);
+        y[m] = gdn__gated_out(rs, os[t][j], __ldg(d.gamma + c0 + j), gz[t][j]);
     }
     cluster.sync();
 

@@ -59,9 +59,10 @@ __global__ void __launch_bounds__(32 * LAYER_WARPS) gdn_layer_epilogue(gdn_layer
         float acc = 0.0f;
         for (int e = e0; e < e1; ++e) acc = __fmaf_rn(x[e], x[e], acc);
         const float rs = gdn__rms_factor(gdn_warp_tree<1>(acc), d.Dv, d.eps_rms);
-        for (int e = e0; e < e1; ++e)
-            gdn_st_dt<DT>(d.y, row * d.Dv + e,
-                          gdn__gated_out(rs, x[e], __ldg(d.gamma + e), gdn_ld<DT>(d.z, row * d.Dv + e), d.out_gate));
+        for (int e = e0; e < e1; ++e) {
+            const float gate = gdn__out_gate(gdn_ld<DT>(d.z, row * d.Dv + e), d.out_gate);
+            gdn_st_dt<DT>(d.y, row * d.Dv + e, gdn__gated_out(rs, x[e], __ldg(d.gamma + e), gate));
+        }
     }
 }
 
