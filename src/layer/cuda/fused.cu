@@ -94,10 +94,9 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     };
     const int mine = (U - rho + CS - 1) / CS; /* channels of this block */
     if (warp == 0 && lane < n) { /* the decays: warp 0, a token a lane */
-        const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
-        gs[lane] = gdn__layer_gate(gdn_ld<DT>(d.alpha, (tok0 + lane) * d.Hv + h), __ldg(d.dt_bias + h), A);
+        gs[lane] = gdn_layer_decay<DT>(d, (tok0 + lane) * d.Hv + h, h);
     } else if (warp == 1 && lane < n) { /* the betas: warp 1 */
-        bs[lane] = gdn_sigmoidf(gdn_ld<DT>(d.beta, (tok0 + lane) * d.Hv + h));
+        bs[lane] = gdn_layer_beta<DT>(d, (tok0 + lane) * d.Hv + h);
     } else if (warp >= 2) { /* the convs, then the output gates, over the other warps' threads, 4 at a time */
         const int tid = threadIdx.x - 64, workers = THREADS - 64;
 #pragma unroll 4
@@ -184,16 +183,8 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         if (t < n) gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + i % COLS, y[m]);
     }
     if (commit == n) fused_store_state<CM, NCOL>(st, s, vk, j0, row0);
-    if (commit > 0) {
-        for (int i = threadIdx.x; i < mine; i += THREADS) {
-            const int64_t ch = channel(rho + i * CS);
-            const float x0 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 3);
-            const float x1 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 2);
-            const float x2 = gdn_layer_tap<DT>(d, tok0, slot, fresh, ch, commit - 1);
-            const int64_t at = ((int64_t)slot * d.C + ch) * 3;
-            gdn_st_dt<DT>(d.hist_out, at, x0), gdn_st_dt<DT>(d.hist_out, at + 1, x1), gdn_st_dt<DT>(d.hist_out, at + 2, x2);
-        }
-    }
+    for (int i = threadIdx.x; commit > 0 && i < mine; i += THREADS)
+        gdn_layer_put_history<DT>(d, tok0, slot, fresh, channel(rho + i * CS), commit, slot);
 }
 
 template <int DT, int S>

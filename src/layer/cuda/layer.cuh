@@ -81,12 +81,29 @@ __device__ __forceinline__ float gdn_layer_conv(const gdn_layer_dev &d, int64_t 
                           d.conv_bias ? __ldg(d.conv_bias + c) : 0.0f);
 }
 
-/* The decay and beta of token row (t, h). */
+/* The decay and the beta of token row (t, h) (row = t Hv + h). */
 template <int DT>
-__device__ __forceinline__ void gdn_layer_gate_beta(const gdn_layer_dev &d, int64_t row, int h, float *g, float *beta) {
+__device__ __forceinline__ float gdn_layer_decay(const gdn_layer_dev &d, int64_t row, int h) {
     const float A = d.A ? __ldg(d.A + h) : gdn__layer_A(__ldg(d.A_log + h));
-    *g = gdn__layer_gate(gdn_ld<DT>(d.alpha, row), __ldg(d.dt_bias + h), A);
-    *beta = gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
+    return gdn__layer_gate(gdn_ld<DT>(d.alpha, row), __ldg(d.dt_bias + h), A);
+}
+template <int DT>
+__device__ __forceinline__ float gdn_layer_beta(const gdn_layer_dev &d, int64_t row) {
+    return gdn_sigmoidf(gdn_ld<DT>(d.beta, row));
+}
+
+/* Channel c's history after the first k tokens of a window from tok0 (its old history at slot, zero when fresh)
+ * into hist_out at dst: the last three inputs, oldest first. */
+template <int DT>
+__device__ __forceinline__ void gdn_layer_put_history(const gdn_layer_dev &d, int64_t tok0, int slot, bool fresh, int64_t c,
+                                                      int k, int dst) {
+    const float x0 = gdn_layer_tap<DT>(d, tok0, slot, fresh, c, k - 3);
+    const float x1 = gdn_layer_tap<DT>(d, tok0, slot, fresh, c, k - 2);
+    const float x2 = gdn_layer_tap<DT>(d, tok0, slot, fresh, c, k - 1);
+    const int64_t at = ((int64_t)dst * d.C + c) * 3;
+    gdn_st_dt<DT>(d.hist_out, at, x0);
+    gdn_st_dt<DT>(d.hist_out, at + 1, x1);
+    gdn_st_dt<DT>(d.hist_out, at + 2, x2);
 }
 
 /* The chunk of checkpoints from i0, as history entries (their sequence's window, slot and fresh flag; commit =

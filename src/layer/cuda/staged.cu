@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(32 * LAYER_WARPS) gdn_layer_prologue(gdn_layer
             const float f = gdn__l2_factor(gdn_warp_tree<1>(acc), d.Dk, d.eps_l2);
             for (int e = e0; e < e1; ++e) x[e] = __fmul_rn(__fmul_rn(f, x[e]), inv);
         } else if (lane == 0) {
-            gdn_layer_gate_beta<DT>(d, tok * d.Hv + h, h, w.g + tok * d.Hv + h, w.beta + tok * d.Hv + h);
+            w.g[tok * d.Hv + h] = gdn_layer_decay<DT>(d, tok * d.Hv + h, h);
+            w.beta[tok * d.Hv + h] = gdn_layer_beta<DT>(d, tok * d.Hv + h);
         }
     }
 }
@@ -73,14 +74,7 @@ __global__ void __launch_bounds__(128) gdn_layer_history(gdn_layer_dev d, gdn_la
     const int b = blockIdx.y, slot = sq.slot[b], k = sq.commit[b];
     const int64_t c = (int64_t)blockIdx.x * 128 + threadIdx.x;
     if (slot < 0 || k == 0 || c >= d.C) return;
-    const int64_t tok0 = sq.start[b];
-    const float x0 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 3);
-    const float x1 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 2);
-    const float x2 = gdn_layer_tap<DT>(d, tok0, slot, sq.fresh[b], c, k - 1);
-    const int64_t at = ((int64_t)sq.dst[b] * d.C + c) * 3;
-    gdn_st_dt<DT>(d.hist_out, at, x0);
-    gdn_st_dt<DT>(d.hist_out, at + 1, x1);
-    gdn_st_dt<DT>(d.hist_out, at + 2, x2);
+    gdn_layer_put_history<DT>(d, sq.start[b], slot, sq.fresh[b], c, k, sq.dst[b]);
 }
 
 /* f(integral_constant<int, dtype>) for the problem's dtype */
