@@ -3,14 +3,15 @@
  * The input decides one call: heads and sizes (small), dtype, output gate, state layout, a batch of up to 4
  * windows, the pools' slots, each sequence's slot (possibly skipped, possibly out of range or shared), commit
  * count (possibly over its window) and fresh flag, the arrays given or NULL, up to 2 checkpoints (possibly
- * invalid), A and/or A_log, a bias, histories in place / separate / overlapping, eps and scale, threads, a
+ * invalid), A and/or A_log, a bias, histories in place / separate / overlapping, y's planes (refused unless
+ * Dv % 16 == 0), eps and scale, threads, a
  * kernel name (valid or not), values (typical, with specials, specials only, raw bits), and at most one more
  * fault (a NULL tensor, a reserved word, a zero size, a misaligned or overlapping y).
  *
  * Every tensor lives in a guarded block (fuzz_common.h). The expected outcome is computed here from the API's
  * rules. The call must
  *   - return an error exactly when the rules say so, agree with gdn_layer_route, and change no byte of any block;
- *   - or return GDN_OK and produce y and both pools bitwise equal (memcmp; GDN_FUZZ_NAN_PAYLOAD=any: a NaN for a
+ *   - or return GDN_OK and produce y, the planes and both pools bitwise equal (memcmp; GDN_FUZZ_NAN_PAYLOAD=any: a NaN for a
  *     NaN) to a one-thread `ref` call on copies, changing no input.
  * Any violation prints what differed and aborts, so libFuzzer keeps the input. */
 #define _POSIX_C_SOURCE 200809L
@@ -115,6 +116,8 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     float *state = tensor(n_state * 4, 0);
     void *hist_in = tensor(n_hist * ds, 0), *hist_out = hist == 1 ? tensor(n_hist * ds, 0) : hist_in;
     void *y = tensor((size_t)(T * a->Hv * a->Dv) * ds, fault == 4 ? 1 : 0);
+    const size_t n_planes = (size_t)(T * a->Hv * a->Dv) / 16 * 49; /* Dv % 16 != 0: refused, never written */
+    float *planes = arrays & 8 ? tensor(n_planes * 4, 0) : NULL;
     fill(qkv, a->dtype, T * C, V_QK, mode, &s);
     fill(z, a->dtype, T * a->Hv * a->Dv, V_V, mode, &s);
     fill(alpha, a->dtype, T * a->Hv, V_RAW_GATE, mode, &s);
@@ -132,7 +135,7 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     a->conv_w = conv_w, a->conv_bias = bias ? conv_bias : NULL, a->dt_bias = dt_bias, a->gamma = gamma;
     a->A = gate == 0 || gate == 2 ? A : NULL;
     a->A_log = gate == 1 || gate == 2 ? A_log : NULL;
-    a->state = state, a->hist_in = hist_in;
+    a->state = state, a->hist_in = hist_in, a->planes = planes;
     a->hist_out = hist == 2 ? (uint8_t *)hist_in + ds : hist_out; /* 2: overlapping, not equal */
     switch (fault) {
     case 1: a->gamma = NULL; break;
@@ -143,7 +146,8 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     }
 
     c.valid = fault == 0 || fault >= 6 ? 1 : 0;
-    c.valid = c.valid && (gate == 0 || gate == 1) && hist != 2 && (fault == 4 ? ds == 1 : 1) && sequences_valid(a);
+    c.valid = c.valid && (gate == 0 || gate == 1) && hist != 2 && (fault == 4 ? ds == 1 : 1) && sequences_valid(a) &&
+              (!planes || a->Dv % 16 == 0);
     const int known_kernel = !a->kernel || strcmp(a->kernel, "staged") == 0 || strcmp(a->kernel, "ref") == 0 ||
                              strcmp(a->kernel, "cuda_fused") == 0 || strcmp(a->kernel, "cuda_staged") == 0;
     const int cpu_kernel = !a->kernel || strncmp(a->kernel, "cuda", 4) != 0;
@@ -167,21 +171,24 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     void *ry = malloc((size_t)(T * a->Hv * a->Dv) * ds);
     float *rstate = malloc(n_state * 4);
     void *rhist_in = malloc(n_hist * ds), *rhist_out = hist == 1 ? malloc(n_hist * ds) : rhist_in;
-    if (!ry || !rstate || !rhist_in || !rhist_out) FAIL("out of memory");
+    float *rplanes = planes ? malloc(n_planes * 4) : NULL;
+    if (!ry || !rstate || !rhist_in || !rhist_out || (planes && !rplanes)) FAIL("out of memory");
     memcpy(rstate, block_of(state)->snap + (HEAD), n_state * 4);
     memcpy(rhist_in, block_of(hist_in)->snap + (HEAD), n_hist * ds);
     if (hist == 1) memcpy(rhist_out, block_of(hist_out)->snap + (HEAD), n_hist * ds);
     gdn_layer_args ra = *a;
     ra.y = ry, ra.state = rstate, ra.hist_in = rhist_in, ra.hist_out = rhist_out, ra.kernel = "ref", ra.threads = 1;
+    ra.planes = rplanes;
     if (gdn_layer(&ra) != GDN_OK) FAIL("ref failed where %s ran: %s", route, gdn_last_error());
     compare_with_ref("y", y, ry, (size_t)(T * a->Hv * a->Dv), a->dtype, route, a->threads);
     compare_with_ref("state", state, rstate, n_state, GDN_F32, route, a->threads);
     compare_with_ref("hist_out", hist_out, rhist_out, n_hist, a->dtype, route, a->threads);
+    if (planes) compare_with_ref("planes", planes, rplanes, n_planes, GDN_F32, route, a->threads);
     const void *inputs[] = {qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i)
         if (!block_same(block_of(inputs[i]), 0, block_of(inputs[i])->bytes)) FAIL("input %zu was written", i);
     if (hist == 1 && !block_same(block_of(hist_in), 0, block_of(hist_in)->bytes)) FAIL("hist_in was written");
-    free(ry), free(rstate), free(rhist_in);
+    free(ry), free(rstate), free(rhist_in), free(rplanes);
     if (hist == 1) free(rhist_out);
     blocks_free();
     return 0;

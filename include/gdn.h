@@ -238,7 +238,9 @@ typedef struct gdn_layer_args {
     const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name() */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool */
     const gdn_cpu_runner *cpu_runner;
-    uint64_t reserved[8];         /* must be zero */
+    float *planes;                /* NULL: none; else f32 [3, T, Hv Dv] then [T, Hv Dv / 16]: y pre-scaled for a
+                                   * packed-weight matvec and its per-16 sums (docs/API.md, "Planes"); Dv % 16 == 0 */
+    uint64_t reserved[7];         /* must be zero */
 } gdn_layer_args;
 
 /* Runs the layer step over the batch. CUDA calls are asynchronous on the stream; host arrays (cu_seqlens, slot,

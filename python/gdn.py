@@ -68,7 +68,8 @@ class LayerArgs(ctypes.Structure):
         ("kernel", ctypes.c_char_p),
         ("threads", ctypes.c_int),
         ("cpu_runner", ctypes.c_void_p),
-        ("reserved", ctypes.c_uint64 * 8),
+        ("planes", ctypes.c_void_p),
+        ("reserved", ctypes.c_uint64 * 7),
     ]
 
 
@@ -204,7 +205,7 @@ def _host_array(ctype, values, name):
 
 
 def layer_struct(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, Hk, Hv, Dk, Dv,
-                 cu_seqlens=None, A=None, A_log=None, conv_bias=None, hist_out=None, y=None, slot=None,
+                 cu_seqlens=None, A=None, A_log=None, conv_bias=None, hist_out=None, y=None, planes=None, slot=None,
                  commit=None, fresh=None, checkpoints=(), eps_l2=0.0, eps_rms=0.0, scale=0.0,
                  out_gate=OUT_GATE_SILU, state_layout=STATE_VK, kernel=None, threads=0, stream=None):
     """The LayerArgs of a layer() call, without calling: returns (args, keep, y), where `keep` holds the host
@@ -213,7 +214,7 @@ def layer_struct(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_i
     t = {n: _Tensor(v, n) for n, v in (("qkv", qkv), ("z", z), ("alpha", alpha), ("beta", beta), ("conv_w", conv_w),
                                        ("dt_bias", dt_bias), ("gamma", gamma), ("state", state),
                                        ("hist_in", hist_in))}
-    for n, v in (("A", A), ("A_log", A_log), ("conv_bias", conv_bias), ("hist_out", hist_out)):
+    for n, v in (("A", A), ("A_log", A_log), ("conv_bias", conv_bias), ("hist_out", hist_out), ("planes", planes)):
         if v is not None:
             t[n] = _Tensor(v, n)
     if t["qkv"].numel % C:
@@ -239,7 +240,7 @@ def layer_struct(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_i
     slots = t["state"].numel // state_size
     sizes = {"qkv": T * C, "z": T * Hv * Dv, "alpha": T * Hv, "beta": T * Hv, "y": T * Hv * Dv, "conv_w": C * 4,
              "conv_bias": C, "dt_bias": Hv, "A": Hv, "A_log": Hv, "gamma": Dv, "hist_in": slots * C * 3,
-             "hist_out": slots * C * 3}
+             "hist_out": slots * C * 3, "planes": T * Hv * Dv // 16 * 49}
     for n, want in sizes.items():
         if n in t and t[n].numel != want:
             raise ValueError("%s: %d elements, want %d (T = %d, slots = %d)" % (n, t[n].numel, want, T, slots))
@@ -247,7 +248,7 @@ def layer_struct(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_i
     for n in ("z", "alpha", "beta", "y", "hist_in", "hist_out"):
         if n in t and t[n].dtype != act:
             raise TypeError("%s: dtype differs from qkv's (every activation and the histories share one)" % n)
-    for n in ("conv_w", "conv_bias", "dt_bias", "A", "A_log", "gamma", "state"):
+    for n in ("conv_w", "conv_bias", "dt_bias", "A", "A_log", "gamma", "state", "planes"):
         if n in t and t[n].dtype != F32:
             raise TypeError("%s: must be float32" % n)
     cuda = {v.cuda for v in t.values()}
@@ -277,6 +278,7 @@ def layer_struct(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_i
                    A_log=ptr("A_log"), gamma=ptr("gamma"), eps_l2=eps_l2, eps_rms=eps_rms, scale=scale,
                    out_gate=out_gate, slots=slots, state_layout=state_layout, state=ptr("state"),
                    hist_in=ptr("hist_in"), hist_out=ptr("hist_out") if "hist_out" in t else ptr("hist_in"),
+                   planes=ptr("planes"),
                    n_checkpoints=len(checkpoints), backend=BACKEND_CUDA if cuda else BACKEND_CPU,
                    stream=stream or None, threads=threads)
     for n in ("slot", "commit", "fresh", "checkpoints"):
@@ -295,7 +297,8 @@ def layer(lib, qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, **kw
     C = 2 Hk Dk + Hv Dv; z, y [T, Hv, Dv]; alpha, beta [T, Hv]; conv_w [C, 4] f32; conv_bias [C] f32 or None;
     dt_bias and exactly one of A / A_log [Hv] f32; gamma [Dv] f32; state [slots, Hv, Dv, Dk] (state_layout=STATE_VK,
     the C default) or [slots, Hv, Dk, Dv] (STATE_KV) f32, updated in place; hist_in [slots, C, 3] (the activations'
-    dtype), oldest first; hist_out None: in place. Keywords: Hk, Hv, Dk, Dv (required); cu_seqlens (default: one
+    dtype), oldest first; hist_out None: in place; planes None, or
+    f32 [49 T Hv Dv / 16] (docs/API.md, "Planes"). Keywords: Hk, Hv, Dk, Dv (required); cu_seqlens (default: one
     sequence of all T tokens), slot, commit, fresh (per-sequence lists or arrays, passed as ctypes host arrays),
     checkpoints ((seq, after, slot) triples), eps_l2, eps_rms, scale, out_gate, state_layout, kernel (a name of
     layer_kernels(lib)), threads, stream (CUDA; default: torch's current stream). The tensors' element counts,

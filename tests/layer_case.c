@@ -27,6 +27,7 @@ int lcase_init(lcase *c, const lcase_cfg *cfg) {
     c->n_y = (size_t)(c->T * g->Hv * g->Dv);
     c->n_state = (size_t)(c->slots * g->Hv * g->Dk * g->Dv);
     c->n_hist = (size_t)(c->slots * c->C * 3);
+    c->n_planes = g->planes ? c->n_y / 16 * 49 : 0;
     c->qkv = malloc((size_t)(c->T * c->C) * c->ds);
     c->z = malloc(c->n_y * c->ds);
     c->alpha = malloc((size_t)(c->T * g->Hv) * c->ds);
@@ -87,6 +88,7 @@ gdn_layer_args lcase_args(const lcase *c, const lrun *r) {
     a.state = r->state, a.hist_in = r->hist_in, a.hist_out = r->hist_out;
     a.slot = c->slot, a.commit = c->commit, a.fresh = c->fresh;
     a.checkpoints = c->n_ck ? c->ck : NULL, a.n_checkpoints = c->n_ck;
+    a.planes = r->planes;
     return a;
 }
 
@@ -96,11 +98,13 @@ int lrun_init(lrun *r, const lcase *c, int separate) {
     r->state = malloc(c->n_state * sizeof(float));
     r->hist_in = malloc(c->n_hist * c->ds);
     r->hist_out = separate ? malloc(c->n_hist * c->ds) : r->hist_in;
-    if (!r->y || !r->state || !r->hist_in || !r->hist_out) {
+    r->planes = c->n_planes ? malloc(c->n_planes * sizeof(float)) : NULL;
+    if (!r->y || !r->state || !r->hist_in || !r->hist_out || (c->n_planes && !r->planes)) {
         lrun_free(r);
         return 0;
     }
     memset(r->y, 0xFF, c->n_y * c->ds);
+    if (r->planes) memset(r->planes, 0xFF, c->n_planes * sizeof(float));
     memcpy(r->state, c->state, c->n_state * sizeof(float));
     memcpy(r->hist_in, c->hist, c->n_hist * c->ds);
     if (separate) memcpy(r->hist_out, c->hist, c->n_hist * c->ds);
@@ -109,7 +113,7 @@ int lrun_init(lrun *r, const lcase *c, int separate) {
 
 void lrun_free(lrun *r) {
     if (r->hist_out != r->hist_in) free(r->hist_out);
-    free(r->y), free(r->state), free(r->hist_in);
+    free(r->y), free(r->state), free(r->hist_in), free(r->planes);
     memset(r, 0, sizeof *r);
 }
 
@@ -122,5 +126,6 @@ gdn_status lcase_run(const lcase *c, lrun *r, const char *kernel, int threads) {
 
 int lrun_equal(const lcase *c, const lrun *x, const lrun *y) {
     return memcmp(x->y, y->y, c->n_y * c->ds) == 0 && memcmp(x->state, y->state, c->n_state * sizeof(float)) == 0 &&
-           memcmp(x->hist_out, y->hist_out, c->n_hist * c->ds) == 0;
+           memcmp(x->hist_out, y->hist_out, c->n_hist * c->ds) == 0 &&
+           (!c->n_planes || memcmp(x->planes, y->planes, c->n_planes * sizeof(float)) == 0);
 }

@@ -20,6 +20,7 @@ typedef struct lcase_cfg {
     gdn_state_layout layout;
     gdn_out_gate out_gate;
     int bias, A_log;              /* 1: a conv bias; 1: A_log instead of A */
+    int planes;                   /* 1: y's planes too (Dv % 16 == 0) */
     uint64_t seed;
 } lcase_cfg;
 
@@ -36,6 +37,7 @@ typedef struct lcase {
     float *state;                  /* the initial pools */
     void *hist;
     size_t n_y, n_state, n_hist;   /* elements */
+    size_t n_planes;               /* f32 elements: 49 n_y / 16, or 0 */
 } lcase;
 
 /* Allocates and fills a case (slot[b] = b + 1, commit all, no fresh); 0 on allocation failure. */
@@ -47,16 +49,17 @@ typedef struct lrun {
     void *y;
     float *state;
     void *hist_in, *hist_out; /* hist_out == hist_in in place */
+    float *planes;            /* NULL without cfg.planes */
 } lrun;
 
 /* The case's args for a run's buffers. */
 gdn_layer_args lcase_args(const lcase *c, const lrun *r);
-/* Fresh copies of the case's pools (hist_out separate when `separate`), y poisoned; 0 on failure. */
+/* Fresh copies of the case's pools (hist_out separate when `separate`), y and the planes poisoned; 0 on failure. */
 int lrun_init(lrun *r, const lcase *c, int separate);
 void lrun_free(lrun *r);
 /* Runs `kernel` (NULL: routed) on the CPU with `threads`; the status. */
 gdn_status lcase_run(const lcase *c, lrun *r, const char *kernel, int threads);
-/* 1 when y, the state pool and the history written are the same bits in both runs. */
+/* 1 when y, the planes, the state pool and the history written are the same bits in both runs. */
 int lrun_equal(const lcase *c, const lrun *x, const lrun *y);
 
 #endif

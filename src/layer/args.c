@@ -82,7 +82,7 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     if ((unsigned)a->dtype > GDN_BF16) return FAIL(GDN_ERR_BAD_ENUM, "args->dtype = %d: not a gdn_dtype", (int)a->dtype);
     if ((unsigned)a->out_gate > GDN_OUT_GATE_SIGMOID)
         return FAIL(GDN_ERR_BAD_ENUM, "args->out_gate = %d: not a gdn_out_gate", (int)a->out_gate);
-    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 8);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 7);
     if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {
         {"B", a->B}, {"Hk", a->Hk}, {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}, {"slots", a->slots}};
@@ -122,17 +122,23 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     const gdn__extent gamma = {a->gamma, a->Dv * 4};
     const gdn__extent state = {a->state, state_bytes}, hist_in = {a->hist_in, hist_bytes};
     const gdn__extent hist_out = {a->hist_out, hist_bytes};
-    if (!ok || !gdn__size_fits(qkv.bytes))
-        return FAIL(GDN_ERR_BAD_SIZE, "args->qkv of %lld tokens and %lld channels is over 2^62 bytes", (long long)T,
-                    (long long)C);
+    if (a->planes && a->Dv % 16 != 0)
+        return FAIL(GDN_ERR_BAD_SIZE, "args->planes with Dv = %lld: the planes' sums take Dv a multiple of 16",
+                    (long long)a->Dv);
+    /* the planes: f32 [3, T, N] and [T, N / 16], N = Hv Dv: 49 T N / 16 floats */
+    const gdn__extent planes = {a->planes, GDN_SIZE_PROD(&ok, T, a->Hv, a->Dv / 16, 49, 4)};
+    if (!ok || !gdn__size_fits(qkv.bytes) || !gdn__size_fits(planes.bytes))
+        return FAIL(GDN_ERR_BAD_SIZE, "args->qkv of %lld tokens and %lld channels (or its y planes) is over 2^62 bytes",
+                    (long long)T, (long long)C);
 
-    /* y overlaps nothing; the pools overlap no input and each other only as hist_out == hist_in (in place) */
+    /* y and the planes overlap nothing; the pools overlap no input and each other only as hist_out == hist_in */
     static const char *const names[] = {"qkv", "z", "alpha", "beta", "conv_w", "conv_bias", "dt_bias", "A", "A_log",
                                         "gamma", "hist_in"};
     const gdn__extent inputs[] = {qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, hist_in};
     const int n_in = (int)(sizeof inputs / sizeof inputs[0]);
     for (int i = 0; i < n_in; ++i) {
         if (gdn__overlaps(y, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", names[i]);
+        if (gdn__overlaps(planes, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->planes overlaps args->%s", names[i]);
         if (gdn__overlaps(state, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->state overlaps args->%s", names[i]);
         const int in_place = i == n_in - 1 && hist_out.p == hist_in.p;
         if (!in_place && gdn__overlaps(hist_out, inputs[i]))
@@ -142,12 +148,16 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     if (gdn__overlaps(y, state) || gdn__overlaps(y, hist_out))
         return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", gdn__overlaps(y, state) ? "state" : "hist_out");
     if (gdn__overlaps(state, hist_out)) return FAIL(GDN_ERR_OVERLAP, "args->state overlaps args->hist_out");
+    const gdn__extent outputs[] = {y, state, hist_out};
+    static const char *const out_names[] = {"y", "state", "hist_out"};
+    for (int i = 0; i < 3; ++i)
+        if (gdn__overlaps(planes, outputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->planes overlaps args->%s", out_names[i]);
 
     const gdn__aligned aligned[] = {
         {"qkv", a->qkv, ds},       {"z", a->z, ds},           {"alpha", a->alpha, ds},       {"beta", a->beta, ds},
         {"y", a->y, ds},           {"hist_in", a->hist_in, ds}, {"hist_out", a->hist_out, ds}, {"conv_w", a->conv_w, 4},
         {"conv_bias", a->conv_bias, 4}, {"dt_bias", a->dt_bias, 4}, {"A", a->A, 4},           {"A_log", a->A_log, 4},
-        {"gamma", a->gamma, 4},    {"state", a->state, 4}};
+        {"gamma", a->gamma, 4},    {"state", a->state, 4},      {"planes", a->planes, 4}};
     if ((s = gdn__check_aligned(aligned, sizeof aligned / sizeof aligned[0])) != GDN_OK) return s;
 
     memset(p, 0, sizeof *p);

@@ -64,6 +64,24 @@ GDN_HD float gdn__rms_factor(float ssq, int64_t Dv, float eps) { return gdn_rsqr
 GDN_HD float gdn__out_gate(float z, int sigmoid_gate) { return sigmoid_gate ? gdn_sigmoidf(z) : gdn_siluf(z); }
 GDN_HD float gdn__gated_out(float rs, float o, float gamma, float gate) { return ((rs * o) * gamma) * gate; }
 
+/* The planes (docs/API.md, "Planes"), from y as stored (rounded to the dtype), column n of a token's Hv Dv: plane
+ * 0, 1, 2 for codes of w = 2, 4, 8 bits packed 32 / w to a 32-bit word, lowest bits first. The code at position
+ * m = n mod (32 / w) reads as (word & (2^w - 1) << w m) = code 2^(w m), so the plane holds y 2^-(w m): their
+ * product is code y, exactly (a power of two, one rounding only below 2^-96). */
+GDN_HD float gdn__plane(float y, int64_t n, int plane) {
+    const int w = 2 << plane;
+    return y * (1.0f / (float)(1u << (w * (int)(n % (32 / w)))));
+}
+
+/* A plane's per-16 sum: ((x0 + x1) + (x2 + x3)) + ..., the pairwise tree (a 16-lane butterfly's). */
+static inline float gdn__sum16(const float *x) {
+    float s[16];
+    for (int l = 0; l < 16; ++l) s[l] = x[l];
+    for (int m = 1; m < 16; m <<= 1)
+        for (int l = 0; l < 16; l += 2 * m) s[l] = s[l] + s[l + m];
+    return s[0];
+}
+
 /* ---- the kernel table ---- */
 
 typedef struct gdn__layer_kernel {

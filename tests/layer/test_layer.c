@@ -62,7 +62,7 @@ TEST(layer_cpu_kernels_equal_ref) {
     for (int s = 0; s < SHAPES; ++s)
         for (int dt = 0; dt < 3; ++dt) {
             lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)dt, 4, len, 20 + s);
-            g.layout = (gdn_state_layout)(s & 1), g.bias = dt & 1, g.A_log = s & 1;
+            g.layout = (gdn_state_layout)(s & 1), g.bias = dt & 1, g.A_log = s & 1, g.planes = shapes[s].Dv % 16 == 0;
             lcase c;
             lrun want;
             if (!lcase_init(&c, &g) || !lrun_init(&want, &c, 0)) { CHECK(0, "allocation"); return; }
@@ -358,6 +358,97 @@ TEST(layer_checkpoints_are_prefix_steps) {
         }
 }
 
+/* ---- the planes: y as stored, pre-scaled for a matvec with packed codes, and its per-16 sums ---- */
+
+/* The pairwise tree over 16 values, level by level. */
+static float pairwise16(const float *x) {
+    float a[16];
+    memcpy(a, x, sizeof a);
+    for (int width = 16; width > 1; width /= 2)
+        for (int i = 0; i < width / 2; ++i) a[i] = a[2 * i] + a[2 * i + 1];
+    return a[0];
+}
+
+/* The planes leave y and the pools as they are; each plane times its code's masked word is code y exactly, so a
+ * matvec with codes of 2, 4 and 8 bits packed into 32-bit words (lowest bits first) over the planes gives the
+ * bits of the matvec over y; the sums are the pairwise tree of each 16 columns; a skipped sequence's rows are +0. */
+TEST(layer_planes_feed_a_packed_matvec) {
+    const int32_t len[3] = {4, 1, 3};
+    for (int s = 0; s < SHAPES; ++s) {
+        if (shapes[s].Dv % 16 != 0) continue;
+        for (int dt = 0; dt < 3; ++dt) {
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)dt, 3, len, 90 + s);
+            g.planes = 1;
+            lcase c;
+            lrun plain, with;
+            if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
+            c.slot[1] = -1, c.commit[2] = 1;
+            if (!lrun_init(&plain, &c, 0) || !lrun_init(&with, &c, 0)) { CHECK(0, "allocation"); return; }
+            free(plain.planes), plain.planes = NULL;
+            gdn_layer_args a = lcase_args(&c, &plain);
+            CHECK(gdn_layer(&a) == GDN_OK, "%s", gdn_last_error());
+            CHECK(lcase_run(&c, &with, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+            CHECK(memcmp(plain.y, with.y, c.n_y * c.ds) == 0 && memcmp(plain.state, with.state, c.n_state * 4) == 0 &&
+                  memcmp(plain.hist_out, with.hist_out, c.n_hist * c.ds) == 0, "shape %d dtype %d: planes changed y or a pool", s, dt);
+            const int64_t N = g.Hv * g.Dv, T = c.T;
+            harness_rng rng = {7 + (uint64_t)s};
+            int exact = 1, sums = 1, zeros = 1;
+            float *yv = malloc((size_t)N * sizeof *yv);
+            for (int64_t t = 0; t < T; ++t) {
+                for (int64_t n = 0; n < N; ++n) yv[n] = gdn__load(with.y, g.dtype, t * N + n);
+                for (int pl = 0; pl < 3; ++pl) {
+                    const int w = 2 << pl, per = 32 / w;
+                    const float *plane = with.planes + (pl * T + t) * N;
+                    for (int row = 0; row < 3; ++row) { /* one output row of random codes */
+                        float ref = 0.0f, got = 0.0f;
+                        for (int64_t n0 = 0; n0 < N; n0 += per) {
+                            uint32_t word = 0;
+                            for (int m = 0; m < per; ++m) {
+                                const uint32_t code = (uint32_t)(rng_u64(&rng) >> 40) & ((1u << w) - 1);
+                                word |= code << (w * m);
+                                ref = fmaf((float)code, yv[n0 + m], ref);
+                            }
+                            for (int m = 0; m < per; ++m)
+                                got = fmaf((float)(word & (((1u << w) - 1) << (w * m))), plane[n0 + m], got);
+                        }
+                        exact &= memcmp(&ref, &got, 4) == 0;
+                    }
+                    for (int64_t n = 0; n < N; ++n) exact &= ldexpf(plane[n], w * (int)(n % per)) == yv[n];
+                }
+                const float *sum = with.planes + 3 * T * N + t * (N / 16);
+                for (int64_t q = 0; q < N / 16; ++q) {
+                    const float want = pairwise16(yv + 16 * q);
+                    sums &= memcmp(&want, &sum[q], 4) == 0;
+                }
+                if (t >= c.cu[1] && t < c.cu[2]) /* the skipped sequence */
+                    for (int pl = 0; pl < 3; ++pl)
+                        for (int64_t n = 0; n < N; ++n) zeros &= with.planes[(pl * T + t) * N + n] == 0.0f && !signbit(with.planes[(pl * T + t) * N + n]);
+            }
+            CHECK(exact && sums && zeros, "shape %d dtype %d: matvec over the planes %s, sums %s, skipped rows %s", s, dt,
+                  exact ? "exact" : "differs", sums ? "the tree" : "differ", zeros ? "+0" : "not +0");
+            free(yv);
+            lrun_free(&plain), lrun_free(&with);
+            lcase_free(&c);
+        }
+    }
+    /* Dv not a multiple of 16: refused, nothing written */
+    const int32_t one[1] = {2};
+    lcase_cfg g = cfg_of(1, 1, 16, 24, GDN_F32, 1, one, 99);
+    lcase c;
+    lrun r;
+    if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+    float planes[2 * 24 * 49 / 16 + 8];
+    memset(planes, 0xFF, sizeof planes);
+    gdn_layer_args a = lcase_args(&c, &r);
+    a.planes = planes;
+    const gdn_status st = gdn_layer(&a);
+    uint32_t poison = 0xFFFFFFFFu;
+    CHECK(st == GDN_ERR_BAD_SIZE && strstr(gdn_last_error(), "args->planes") && memcmp(planes, &poison, 4) == 0 &&
+          memcmp(r.state, c.state, c.n_state * 4) == 0, "Dv = 24 with planes: status %d (%s)", (int)st, gdn_last_error());
+    lrun_free(&r);
+    lcase_free(&c);
+}
+
 /* Bad inputs: a status naming the field, and y and the pools untouched. */
 TEST(layer_bad_inputs_write_nothing) {
     const int32_t len[3] = {2, 3, 1};
@@ -365,7 +456,9 @@ TEST(layer_bad_inputs_write_nothing) {
     lcase c;
     lrun r;
     if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
-    for (int which = 0; which < 16; ++which) {
+    float *planes = malloc((c.n_y / 16 * 49 + 1) * sizeof(float));
+    if (!planes) { CHECK(0, "allocation"); return; }
+    for (int which = 0; which < 18; ++which) {
         lcase bad = c;
         gdn_layer_args a = lcase_args(&bad, &r);
         int32_t slot[3] = {1, 2, 3}, commit[3] = {2, 3, 1}, cu[4] = {0, 2, 5, 6};
@@ -389,6 +482,8 @@ TEST(layer_bad_inputs_write_nothing) {
         case 12: ck[0].after = 4; field = "args->checkpoints[0].after"; break;
         case 13: ck[1].seq = 3; field = "args->checkpoints[1].seq"; break;
         case 14: ck[1].slot = 4; want = GDN_ERR_OVERLAP; field = "args->checkpoints"; break;
+        case 15: a.planes = (float *)r.y + 1; want = GDN_ERR_OVERLAP; field = "args->planes"; break;
+        case 16: a.planes = (float *)((char *)planes + 2); want = GDN_ERR_ALIGNMENT; field = "args->planes"; break;
         default: a.kernel = "nope"; want = GDN_ERR_UNKNOWN_KERNEL; field = "args->kernel"; break;
         }
         const gdn_status s = gdn_layer(&a);
@@ -400,6 +495,7 @@ TEST(layer_bad_inputs_write_nothing) {
         CHECK(y_poisoned && memcmp(r.state, c.state, c.n_state * 4) == 0 && memcmp(r.hist_in, c.hist, c.n_hist * c.ds) == 0,
               "case %d wrote an output", which);
     }
+    free(planes);
     lrun_free(&r);
     lcase_free(&c);
 }

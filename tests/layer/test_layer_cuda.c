@@ -1,8 +1,9 @@
 /* The layer step on the GPU. Without a device (or a CUDA build): GDN_ERR_NO_DEVICE and nothing written. With one:
  * every CUDA layer kernel where eligible, and the router's choice, against the CPU's `staged` (itself ref's bits,
- * test_layer.c) on the same inputs: memcmp of y, the state pool and the history pool, y poisoned first, over the
- * model's heads (Hk 16, Hv 32 and 48, D 128), windows 1 to 2048, batches up to 256 with mixed lengths, commits,
- * verifies, skipped and fresh sequences, checkpoints, f32 and bf16, in-place and separate histories, odd shapes.
+ * test_layer.c) on the same inputs: memcmp of y (and its planes in half the cases), the state pool and the history
+ * pool, y poisoned first, over the model's heads (Hk 16, Hv 32 and 48, D 128), windows 1 to 2048, batches up to
+ * 256 with mixed lengths, commits, verifies, skipped and fresh sequences, checkpoints, f32 and bf16, in-place and
+ * separate histories, odd shapes.
  * GDN_TEST_VERBOSE prints a line per case. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +65,12 @@ static gdn_status run_cuda(const lcase *c, lrun *r, int separate, const char *ke
     dr.state = to_device(c->state, c->n_state * 4);
     dr.hist_in = to_device(c->hist, c->n_hist * c->ds);
     dr.hist_out = separate ? to_device(c->hist, c->n_hist * c->ds) : dr.hist_in;
+    dr.planes = c->n_planes ? to_device(NULL, c->n_planes * 4) : NULL;
     gdn_status s = GDN_ERR_OUT_OF_MEMORY;
     if (dc.qkv && dc.z && dc.alpha && dc.beta && dc.conv_w && dc.conv_bias && dc.dt_bias && dc.A && dc.A_log &&
-        dc.gamma && dr.y && dr.state && dr.hist_in && dr.hist_out) {
+        dc.gamma && dr.y && dr.state && dr.hist_in && dr.hist_out && (!c->n_planes || dr.planes)) {
         cudaMemset(dr.y, 0xFF, c->n_y * c->ds);
+        if (dr.planes) cudaMemset(dr.planes, 0xFF, c->n_planes * 4);
         gdn_layer_args a = lcase_args(&dc, &dr);
         a.backend = GDN_BACKEND_CUDA;
         a.kernel = kernel;
@@ -78,9 +81,10 @@ static gdn_status run_cuda(const lcase *c, lrun *r, int separate, const char *ke
         cudaMemcpy(r->state, dr.state, c->n_state * 4, cudaMemcpyDeviceToHost);
         cudaMemcpy(r->hist_out, dr.hist_out, c->n_hist * c->ds, cudaMemcpyDeviceToHost);
         if (separate) cudaMemcpy(r->hist_in, dr.hist_in, c->n_hist * c->ds, cudaMemcpyDeviceToHost);
+        if (dr.planes) cudaMemcpy(r->planes, dr.planes, c->n_planes * 4, cudaMemcpyDeviceToHost);
     }
     void *bufs[] = {(void *)dc.qkv, (void *)dc.z, (void *)dc.alpha, (void *)dc.beta, dc.conv_w, dc.conv_bias,
-                    dc.dt_bias, dc.A, dc.A_log, dc.gamma, dr.y, dr.state, dr.hist_in};
+                    dc.dt_bias, dc.A, dc.A_log, dc.gamma, dr.y, dr.state, dr.hist_in, dr.planes};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) cudaFree(bufs[i]);
     if (separate) cudaFree(dr.hist_out);
     return s;
@@ -118,6 +122,7 @@ TEST(layer_cuda_kernels_equal_cpu) {
         memset(&g, 0, sizeof g);
         g.Hk = k->Hk, g.Hv = k->Hv, g.Dk = k->D, g.Dv = k->D, g.dtype = k->dtype, g.B = k->B, g.layout = k->layout;
         g.seed = 100 + ci, g.bias = (int)(ci & 1), g.A_log = (int)(ci % 3 == 0), g.out_gate = (gdn_out_gate)(ci % 5 == 4);
+        g.planes = ci % 2 == 0 && k->D % 16 == 0;
         harness_rng rng = {ci + 1};
         for (int b = 0; b < k->B; ++b) g.len[b] = k->n > 0 ? k->n : 1 + (int32_t)(rng_u64(&rng) % (uint64_t)-k->n);
         g.slots = k->B + 5;

@@ -5,7 +5,8 @@
  *      q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv].
  *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence on the slot's state), the readout o into
  *      [T, Hv, Dv] f32.
- *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence).
+ *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence),
+ *      and y's planes when asked for.
  *   4. the histories of the checkpoints, then of the committing sequences, an item per (sequence or checkpoint,
  *      HIST_CH channels): each channel's last three inputs.
  * Every stage reads what the earlier ones wrote, so the pools are written only by stages 2 and 4, after every
@@ -114,7 +115,21 @@ static void prologue_item(void *ctx, int64_t item, int worker) {
     }
 }
 
-/* Item (t, h): y[t, h, :] from o, the gate of z in the scratch row gz [Dv]. */
+/* The planes of row (t, h) from y as stored, read back into the scratch row yv [Dv]. */
+static void planes_row(const stages *st, int64_t t, int64_t h, float *yv) {
+    const gdn__layer_problem *p = st->p;
+    const gdn_layer_args *a = &p->a;
+    const int64_t N = a->Hv * a->Dv, n0 = h * a->Dv;
+    st->rows->load(yv, a->y, a->dtype, t * N + n0, a->Dv);
+    for (int pl = 0; pl < 3; ++pl) {
+        float *dst = a->planes + (pl * p->T + t) * N + n0;
+        for (int64_t j = 0; j < a->Dv; ++j) dst[j] = gdn__plane(yv[j], n0 + j, pl);
+    }
+    float *sums = a->planes + 3 * p->T * N + t * (N / 16) + n0 / 16;
+    for (int64_t g = 0; g < a->Dv / 16; ++g) sums[g] = gdn__sum16(yv + 16 * g);
+}
+
+/* Item (t, h): y[t, h, :] from o, the gate of z in the scratch row gz [Dv]; then its planes. */
 static void epilogue_item(void *ctx, int64_t item, int worker) {
     const stages *st = ctx;
     const gdn__layer_problem *p = st->p;
@@ -123,15 +138,15 @@ static void epilogue_item(void *ctx, int64_t item, int worker) {
     float *gz = st->scratch + worker * st->per_worker;
     if (gdn__seq_slot(p, b) < 0) {
         memset(gz, 0, (size_t)a->Dv * sizeof(float));
-        st->rows->store(a->y, a->dtype, row, gz, a->Dv);
-        return;
+    } else {
+        const float *o = st->o + row;
+        const float rs = gdn__rms_factor(st->rows->dot(o, o, a->Dv), a->Dv, p->eps_rms);
+        st->rows->load(gz, a->z, a->dtype, row, a->Dv);
+        (a->out_gate == GDN_OUT_GATE_SIGMOID ? st->rows->sigmoid : st->rows->silu)(gz, gz, a->Dv);
+        for (int64_t j = 0; j < a->Dv; ++j) gz[j] = gdn__gated_out(rs, o[j], a->gamma[j], gz[j]);
     }
-    const float *o = st->o + row;
-    const float rs = gdn__rms_factor(st->rows->dot(o, o, a->Dv), a->Dv, p->eps_rms);
-    st->rows->load(gz, a->z, a->dtype, row, a->Dv);
-    (a->out_gate == GDN_OUT_GATE_SIGMOID ? st->rows->sigmoid : st->rows->silu)(gz, gz, a->Dv);
-    for (int64_t j = 0; j < a->Dv; ++j) gz[j] = gdn__gated_out(rs, o[j], a->gamma[j], gz[j]);
     st->rows->store(a->y, a->dtype, row, gz, a->Dv);
+    if (a->planes) planes_row(st, t, item % a->Hv, gz);
 }
 
 /* Item (job, block of HIST_CH channels from c0): the history of each channel after the first k tokens of a

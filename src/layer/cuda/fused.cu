@@ -19,7 +19,7 @@
  *   3. the gated RMSNorm: the block's lanes of the contract's tree over D (32 / S of them) summed in the warp,
  *      -- cluster barrier -- the S partials of the head added in the butterfly's order, y of its columns.
  *   -- cluster barrier -- (no block leaves while another reads its shared memory)
- *   4. the global writes: y, the state when k = n (in place: the block owns its columns of its slot's head), the
+ *   4. the global writes: y (and its planes when asked for), the state when k = n (in place: the block owns its columns of its slot's head), the
  *      histories.
  * A cluster barrier releases at cluster scope, which waits for the block's outstanding global writes: none is
  * issued before the last one. */
@@ -66,8 +66,10 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     const bool fresh = sq.fresh[b], vk = d.layout == GDN_STATE_VK;
     const int64_t tok0 = sq.start[b], HD = (int64_t)d.Hv * D;
     if (slot < 0) { /* the whole cluster leaves together */
-        for (int i = threadIdx.x; i < n * COLS; i += THREADS)
+        for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
             gdn_st_dt<DT>(d.y, (tok0 + i / COLS) * HD + (int64_t)h * D + c0 + i % COLS, 0.0f);
+            if (d.planes) gdn_layer_put_planes(d, tok0 + i / COLS, (int64_t)h * D + c0 + i % COLS, 0.0f, 0.0f);
+        }
         return;
     }
     const int j0 = c0 + warp * NCOL, row0 = lane * CM;
@@ -181,6 +183,10 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     for (int m = 0; m < FUSED_MAX_LEN * FUSED_D / THREADS; ++m) {
         const int i = threadIdx.x + m * THREADS, t = i / COLS;
         if (t < n) gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + i % COLS, y[m]);
+        if (d.planes) { /* a half warp: 16 columns of one token (COLS >= 16), wholly in or out of the window */
+            const float yr = gdn_layer_stored<DT>(y[m]), sum = gdn_layer_sum16(yr);
+            if (t < n) gdn_layer_put_planes(d, tok0 + t, (int64_t)h * D + c0 + i % COLS, yr, sum);
+        }
     }
     if (commit == n) fused_store_state<CM, NCOL>(st, s, vk, j0, row0);
     for (int i = threadIdx.x; commit > 0 && i < mine; i += THREADS)

@@ -20,6 +20,8 @@ struct gdn_layer_dev {
     float *state;
     const void *hist_in;
     void *hist_out;
+    float *planes;     /* NULL: none */
+    int64_t T;         /* the call's tokens (the planes' second dimension) */
 };
 
 /* Sequences b0 .. b0 + n - 1 of the call, as chunk entries 0 .. n - 1 (start: absolute tokens); dst: where the
@@ -41,6 +43,7 @@ static inline gdn_layer_dev gdn_layer_dev_of(const gdn__layer_problem *p) {
     d.qkv = a->qkv, d.z = a->z, d.alpha = a->alpha, d.beta = a->beta, d.y = a->y;
     d.conv_w = a->conv_w, d.conv_bias = a->conv_bias, d.dt_bias = a->dt_bias, d.A = a->A, d.A_log = a->A_log;
     d.gamma = a->gamma, d.state = a->state, d.hist_in = a->hist_in, d.hist_out = a->hist_out;
+    d.planes = a->planes, d.T = p->T;
     return d;
 }
 
@@ -104,6 +107,30 @@ __device__ __forceinline__ void gdn_layer_put_history(const gdn_layer_dev &d, in
     gdn_st_dt<DT>(d.hist_out, at, x0);
     gdn_st_dt<DT>(d.hist_out, at + 1, x1);
     gdn_st_dt<DT>(d.hist_out, at + 2, x2);
+}
+
+/* x rounded to the dtype DT, as gdn_st_dt stores it. */
+template <int DT>
+__device__ __forceinline__ float gdn_layer_stored(float x) {
+    if (DT == GDN_F16) return gdn__f16_to_f32(gdn__f32_to_f16(x));
+    if (DT == GDN_BF16) return gdn__bf16_to_f32(gdn__f32_to_bf16(x));
+    return x;
+}
+
+/* The planes' per-16 sum over the 16 lanes of each half warp (16 consecutive columns from a multiple of 16): the
+ * butterfly m = 1 .. 8, gdn__sum16's tree in every lane. */
+__device__ __forceinline__ float gdn_layer_sum16(float y) {
+#pragma unroll
+    for (int m = 1; m < 16; m <<= 1) y = __fadd_rn(y, __shfl_xor_sync(GDN_FULL_MASK, y, m));
+    return y;
+}
+
+/* The planes of y (as stored) at token row tok, column n of N = Hv Dv; the group's sum s by its column n % 16 == 0. */
+__device__ __forceinline__ void gdn_layer_put_planes(const gdn_layer_dev &d, int64_t tok, int64_t n, float y, float s) {
+    const int64_t N = (int64_t)d.Hv * d.Dv;
+#pragma unroll
+    for (int pl = 0; pl < 3; ++pl) __stcs(d.planes + (pl * d.T + tok) * N + n, gdn__plane(y, n, pl));
+    if (n % 16 == 0) __stcs(d.planes + 3 * d.T * N + tok * (N / 16) + n / 16, s);
 }
 
 /* The chunk of checkpoints from i0, as history entries (their sequence's window, slot and fresh flag; commit =

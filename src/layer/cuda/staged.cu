@@ -4,6 +4,7 @@
  *              warps also the gate and beta. Into f32 buffers (stream-ordered allocation).
  *   recurrence gdn_delta per sequence (src/layer/recurrence.c): cuda_window and the rest of the router.
  *   epilogue   a warp per (value head; 8 tokens; sequence): the gated RMSNorm, its sum the warp's butterfly.
+ *   planes     when asked for, a thread per column of y (as stored), its half warp's butterfly the per-16 sum.
  *   histories  a thread per (channel, checkpoint), then per (channel, sequence) of the committing sequences,
  *              after everything that reads hist_in, so hist_out may be hist_in. */
 #include "layer/cuda/layer.cuh"
@@ -67,6 +68,15 @@ __global__ void __launch_bounds__(32 * LAYER_WARPS) gdn_layer_epilogue(gdn_layer
     }
 }
 
+/* grid: x blocks of 128 of the T N planes' columns (N = Hv Dv, a multiple of 16): y as stored, its planes */
+template <int DT>
+__global__ void __launch_bounds__(128) gdn_layer_planes(gdn_layer_dev d) {
+    const int64_t N = (int64_t)d.Hv * d.Dv, i = (int64_t)blockIdx.x * 128 + threadIdx.x, tok = i / N;
+    const float y = tok < d.T ? gdn_ld<DT>(d.y, i) : 0.0f;
+    const float s = gdn_layer_sum16(y); /* a half warp is wholly in or out */
+    if (tok < d.T) gdn_layer_put_planes(d, tok, i % N, y, s);
+}
+
 /* grid: x channel blocks of 128, y sequence of the chunk */
 template <int DT>
 __global__ void __launch_bounds__(128) gdn_layer_history(gdn_layer_dev d, gdn_layer_seqs sq) {
@@ -87,6 +97,8 @@ static gdn_status layer_dtype(const gdn__layer_problem *p, F &&f) {
     }
 }
 
+static int64_t plane_blocks(const gdn__layer_problem *p) { return (p->T * p->a.Hv * p->a.Dv + 127) / 128; }
+
 static int token_groups(int max_len) { return (max_len + LAYER_WARPS * LAYER_TOKENS - 1) / (LAYER_WARPS * LAYER_TOKENS); }
 
 extern "C" {
@@ -106,7 +118,8 @@ gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p) {
 /* Any shape whose grids fit (channel blocks, token groups under 65536). */
 int gdn__layer_cuda_staged_eligible(const gdn__layer_problem *p) {
     return p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() > 0 && (p->C + 127) / 128 <= 0x7fffffff &&
-           token_groups((int)p->max_len) <= 65535 && 2 * p->a.Hk + p->a.Hv <= 0x7fffffff;
+           token_groups((int)p->max_len) <= 65535 && 2 * p->a.Hk + p->a.Hv <= 0x7fffffff &&
+           (!p->a.planes || plane_blocks(p) <= 0x7fffffff);
 }
 int gdn__layer_cuda_staged_routed(const gdn__layer_problem *p) { return gdn__layer_cuda_staged_eligible(p); }
 
@@ -139,6 +152,11 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
     }
+    if (s == GDN_OK && a->planes)
+        s = layer_dtype(p, [&](auto dt) {
+            gdn_layer_planes<dt.value><<<(unsigned)plane_blocks(p), 128, 0, stream>>>(d);
+            return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+        });
     if (s == GDN_OK) s = gdn__layer_cuda_histories(p);
     const cudaError_t freed = cudaFreeAsync(buf, stream);
     return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
