@@ -377,6 +377,88 @@ class Fla:
                    self.state_indices))
 
 
+class FlaStandIn:
+    """For --dry on the CPU: torch stand-ins with the calling conventions of fla 0.6.0's pieces that FlaChain uses
+    (ShortConvolution's cache [N, D, W] updated in place for one token and a new final state otherwise;
+    the gated delta rule with the in-kernel gate and beta sigmoid, GVA and state_v_first; the gated RMSNorm), so
+    that the chain's wiring (views, layouts, write-backs) runs somewhere. Written here, not fla's code; it checks
+    this script, not fla."""
+
+    version, file = "torch stand-in", __file__
+    gate_in_kernel = state_v_first = True
+    state_indices = False
+
+    def __init__(self, torch):
+        F = torch.nn.functional
+
+        class ShortConvolution(torch.nn.Conv1d):
+            def __init__(self, hidden_size, kernel_size, bias=False, activation="silu", backend="triton",
+                         device=None, dtype=None):
+                super().__init__(hidden_size, hidden_size, kernel_size, groups=hidden_size, bias=bias,
+                                 padding=kernel_size - 1, device=device, dtype=dtype)
+
+            def forward(self, x, cache=None, output_final_state=False):
+                B, T, D = x.shape
+                W = self.kernel_size[0]
+                w = self.weight[:, 0, :].float()  # [D, W]
+                prev = torch.zeros(B, D, W, dtype=x.dtype) if cache is None else cache
+                full = torch.cat([prev[..., 1:], x.transpose(1, 2)], dim=2).float()  # W - 1 + T columns
+                y = sum(w[None, :, j, None] * full[:, :, j:j + T] for j in range(W))
+                y = F.silu(y).transpose(1, 2).to(x.dtype).contiguous()
+                last = torch.cat([prev, x.transpose(1, 2)], dim=2)[..., -W:]
+                if T == 1 and cache is not None:  # fla's step: the cache is updated in place
+                    cache.copy_(last)
+                    return y, cache if output_final_state else None
+                return y, last.contiguous() if output_final_state else None
+
+        class FusedRMSNormGated(torch.nn.Module):
+            def __init__(self, hidden_size, eps=1e-5, activation="swish", device=None, dtype=None):
+                super().__init__()
+                self.eps = eps
+                self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+
+            def forward(self, x, g):
+                xf = x.float()
+                y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+                return (y * F.silu(g.float())).to(x.dtype)
+
+        def rule(q, k, v, g, beta, initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
+                 use_gate_in_kernel=False, A_log=None, dt_bias=None, use_beta_sigmoid_in_kernel=False,
+                 state_v_first=False, scale=None):
+            B, T, H, K = k.shape
+            HV, V, odt = v.shape[2], v.shape[3], v.dtype
+            q, k, v = (t.float() for t in (q, k, v))
+            if use_qk_l2norm_in_kernel:
+                q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
+                k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+            q = q * (K ** -0.5 if scale is None else scale)
+            q, k = q.repeat_interleave(HV // H, dim=2), k.repeat_interleave(HV // H, dim=2)
+            g, beta = g.float(), beta.float()
+            if use_gate_in_kernel:
+                g = -A_log.float().exp() * F.softplus(g + (0 if dt_bias is None else dt_bias.float()))
+            if use_beta_sigmoid_in_kernel:
+                beta = beta.sigmoid()
+            h = torch.zeros(B, HV, K, V) if initial_state is None else initial_state.float()
+            if initial_state is not None and state_v_first:
+                h = h.transpose(-1, -2)
+            o = torch.empty(B, T, HV, V)
+            for t in range(T):
+                h = h * g[:, t].exp()[..., None, None]
+                d = (v[:, t] - torch.einsum("bhk,bhkv->bhv", k[:, t], h)) * beta[:, t, :, None]
+                h = h + k[:, t, :, :, None] * d[:, :, None, :]
+                o[:, t] = torch.einsum("bhk,bhkv->bhv", q[:, t], h)
+            ht = None
+            if output_final_state:
+                ht = (h.transpose(-1, -2) if state_v_first else h).contiguous()
+            return o.to(odt), ht
+
+        self.ShortConvolution, self.FusedRMSNormGated = ShortConvolution, FusedRMSNormGated
+        self.chunk = self.fused_recurrent = rule
+
+    def describe(self):
+        return "fla: the torch stand-in of --dry (FlaStandIn; checks this script's chain, not fla)"
+
+
 # ---------------------------------------------------------------- timing
 
 def cpu_time(fns, calls, replays):
@@ -516,9 +598,12 @@ def main():
     for k, v in stages.items():
         print("  %-12s %s" % (k, v))
     print(fla.describe() if fla else "fla: not used (%s)" % (fla_error or "--no-fla"))
-    if fla and not e.cuda:
-        print("  (import and signature check only: fla's kernels need a GPU)")
-        fla = None
+    if not e.cuda and not opt.no_fla:
+        if fla:
+            print("  (import and signature check only: fla's kernels need a GPU)")
+        fla = FlaStandIn(torch)  # the chain's wiring, on torch stand-ins
+        meta["fla_chain"] = fla.describe()
+        print(fla.describe())
     print("libgdn layer kernels: %s; timed here: routed, %s" % (", ".join(kernels_all), ", ".join(ours)))
 
     gen = torch.Generator(device=e.dev)
@@ -532,7 +617,7 @@ def main():
         hist_bytes = B * e.C * 3 * 2
         in_bytes = T * (e.C + e.Hv * e.D + 2 * e.Hv) * 2
         set_bytes = state_bytes + hist_bytes + in_bytes + T * e.Hv * e.D * 2
-        n_sets = 2 if not e.cuda else max(1, min(64, math.ceil(4 * l2_bytes / set_bytes)))
+        n_sets = 2 if not e.cuda else max(1, min(128, math.ceil(4 * l2_bytes / set_bytes)))
 
         def make_set():
             r = lambda *shape: torch.randn(*shape, device=e.dev, generator=gen)
@@ -644,11 +729,13 @@ def main():
         with open(opt.out, "w") as f:
             json.dump(dict(meta=meta, points=results), f, indent=1)
         print("wrote %s" % opt.out)
+    # a sanity bound, not a contract: a layout or wiring error is O(1); bf16 pipelines differ by rounding, ~1e-2
+    bound = 5e-2 if opt.dtype == "bf16" else 1e-4
     bad = [(p["kind"], p["B"], p["n"], r["impl"]) for p in results for r in p["rows"]
-           if (r.get("y_rel") is not None and r["y_rel"] > 2e-2) or r.get("pools_untouched") is False
-           or r.get("y_bitwise_commit_all") is False]
-    print("agreement: %s" % ("all y within 2e-2 of libgdn, verify calls left the pools untouched" if not bad
-                             else "OUTSIDE for %s" % bad))
+           if (r.get("y_rel") is not None and r["y_rel"] > bound) or r.get("pools_untouched") is False
+           or r.get("y_bitwise_commit_all") is False or r.get("hist_equal") is False]
+    print("agreement: %s" % ("every y within %g of libgdn's, histories equal, verify calls left the pools untouched"
+                             % bound if not bad else "OUTSIDE for %s" % bad))
     return 1 if bad else 0
 
 
