@@ -51,7 +51,8 @@ def torch_fallbacks(m):
     transformers wrap them in hub-kernel decorators that call fla or causal-conv1d where installed; unwrapped, an
     installed package cannot take their place. Older transformers name the update torch_causal_conv1d_update."""
     unwrap = inspect.unwrap
-    fallbacks = {"chunk": unwrap(m.torch_chunk_gated_delta_rule), "recurrent": unwrap(m.torch_recurrent_gated_delta_rule)}
+    fallbacks = {"chunk": unwrap(m.torch_chunk_gated_delta_rule),
+                 "recurrent": unwrap(m.torch_recurrent_gated_delta_rule)}
     conv_update = unwrap(getattr(m, "torch_causal_conv1d_update", None) or m.causal_conv1d_update)
     return fallbacks, conv_update
 
