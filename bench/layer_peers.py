@@ -2,7 +2,8 @@
 """libgdn's fused layer step (gdn_layer) against the peers' unfused pipelines, on one GPU, in one process.
 
     python3 bench/layer_peers.py --out results.json [--quick] [--hv 32|48]      # CUDA (fla on PYTHONPATH)
-    python3 bench/layer_peers.py --device cpu --dry [--out dry.json]            # CPU wiring check, tiny shape
+        [--kinds decode,verify,prefill] [--layout vk|kv] [--no-f64] [--no-fla]
+    python3 bench/layer_peers.py --device cpu --dry [--dtype f32] [--out dry.json]   # CPU wiring check, tiny shape
 
 The same weights and inputs go to three implementations of one GDN layer step after the input projections (conv +
 SiLU, q/k L2 norms, gates, the recurrence on each sequence's state, the gated RMSNorm), bf16 activations, f32
@@ -496,11 +497,12 @@ def cpu_copy_tbps(torch):
 # ---------------------------------------------------------------- comparison
 
 def diff(torch, mine, ref):
-    """(max abs, normwise relative) of mine against ref, in float64 on the CPU; None where either is missing."""
+    """(max abs, normwise relative) of mine against ref, in float64 on ref's device (the float64 reference's: the
+    CPU); None where either is missing."""
     if mine is None or ref is None:
         return None, None
-    mine = mine.detach().to("cpu", torch.float64)
-    ref = ref.detach().to("cpu", torch.float64)
+    mine = mine.detach().to(ref.device, torch.float64)
+    ref = ref.detach().to(torch.float64)
     d = mine - ref
     return d.abs().max().item(), (d.norm() / max(ref.norm().item(), 1e-300)).item()
 
@@ -534,6 +536,7 @@ def main():
     ap.add_argument("--lib", default=None, help="libgdn.so (default build/pic/libgdn.so)")
     ap.add_argument("--no-f64", action="store_true", help="skip the float64 CPU reference")
     ap.add_argument("--no-fla", action="store_true", help="skip the fla chain (transformers still uses fla if found)")
+    ap.add_argument("--kinds", default="decode,verify,prefill", help="which points (a comma list)")
     ap.add_argument("--seed", type=int, default=0)
     opt = ap.parse_args()
     if opt.device == "cpu" and not opt.dry:
@@ -623,7 +626,9 @@ def main():
     gen = torch.Generator(device=e.dev)
     gen.manual_seed(1234 + opt.seed)
     results = []
-    for kind, B, n in points_for(opt):
+    kinds = set(opt.kinds.split(","))
+    for kind, B, n in [p for p in points_for(opt) if p[0] in kinds]:
+        t_point = time.time()
         e.point = dict(kind=kind, B=B, n=n)
         T = B * n
         prefill = kind == "prefill"
@@ -730,6 +735,8 @@ def main():
                 r["ratio_to_libgdn"] = r["median_us"] / lib_us
             if r.get("median_us") and lib_v_us:
                 r["ratio_to_libgdn_verify"] = r["median_us"] / lib_v_us
+        pt["wall_s"] = time.time() - t_point
+        print("  (%.1f s)" % pt["wall_s"], flush=True)
         results.append(pt)
         if opt.out:  # after every point, so that a run cut short keeps what it measured
             with open(opt.out, "w") as f:
