@@ -40,9 +40,10 @@ difference (||a - b|| / ||b||) of y and of the final state against libgdn (route
 against libgdn's (equal: it is a copy of inputs), and of y and the state against a float64 torch reference of the
 layer on the CPU (--no-f64 skips it).
 
---device cpu --dry: a tiny shape (Hk 2, Hv 4 or 6, D 32) through libgdn's CPU kernels and transformers' torch
-fallbacks (fla hidden from transformers: its kernels need a GPU), with wall-clock timing, to check the wiring,
-shapes and layouts; fla's API is import-checked if it imports.
+--device cpu --dry: a tiny shape (Hk 2, Hv 4 or 6, D 32) through libgdn's CPU kernels, transformers' torch
+fallbacks (fla hidden from transformers: its kernels need a GPU) and the fla chain on torch stand-ins with fla's
+calling conventions (FlaStandIn), with wall-clock timing, to check the wiring, shapes and layouts; fla's own API is
+import- and signature-checked if it imports. --dtype f32 tightens the check (every difference at f32 rounding).
 """
 import argparse
 import inspect
