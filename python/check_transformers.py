@@ -26,13 +26,13 @@ Errors are max |libgdn - transformers| (abs) and that over max |transformers| (r
 for y and the state, the history bit for bit (it is a copy of inputs). Exits 1 if any bound fails.
 """
 import argparse
-import inspect
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gdn  # noqa: E402
+import hf_qwen3next  # noqa: E402
 
 BOUND_REL = 1e-4
 
@@ -48,15 +48,10 @@ def main():
 
     import torch
     import torch.nn.functional as F
-    import transformers
-    from transformers import Qwen3NextConfig
-    import transformers.models.qwen3_next.modeling_qwen3_next as m
 
-    # The torch fallbacks themselves (the hub-kernel decorators of newer transformers wrap them; unwrap, so that
-    # an installed fla or causal_conv1d cannot take their place). Older transformers: torch_causal_conv1d_update.
-    unwrap = inspect.unwrap
-    fallbacks = {"chunk": unwrap(m.torch_chunk_gated_delta_rule), "recurrent": unwrap(m.torch_recurrent_gated_delta_rule)}
-    conv_update = unwrap(getattr(m, "torch_causal_conv1d_update", None) or m.causal_conv1d_update)
+    transformers, m, _ = hf_qwen3next.modeling()
+    # the torch fallbacks themselves, unwrapped, so that an installed fla or causal_conv1d cannot take their place
+    fallbacks, conv_update = hf_qwen3next.torch_fallbacks(m)
     lib = gdn.load(opt.lib)
     print("transformers %s, torch %s, %s; T = %d prefill tokens, %d decode step(s), f32, CPU"
           % (transformers.__version__, torch.__version__, m.__file__, opt.T, opt.decode))
@@ -64,22 +59,15 @@ def main():
     ok = True
     for shape in opt.shapes:
         Hk, Hv, D = (int(s) for s in shape.split(","))
-        ok &= check_shape(torch, F, m, Qwen3NextConfig, fallbacks, conv_update, lib, Hk, Hv, D, opt.T, opt.decode)
+        ok &= check_shape(torch, F, fallbacks, conv_update, lib, Hk, Hv, D, opt.T, opt.decode)
     print("PASS" if ok else "FAIL", "(bounds: rel <= %g for y and state, history bit for bit)" % BOUND_REL)
     return 0 if ok else 1
 
 
-def check_shape(torch, F, m, Config, fallbacks, conv_update, lib, Hk, Hv, D, T, steps):
+def check_shape(torch, F, fallbacks, conv_update, lib, Hk, Hv, D, T, steps):
     Dk = Dv = D
-    cfg = Config(hidden_size=64, linear_num_key_heads=Hk, linear_num_value_heads=Hv, linear_key_head_dim=Dk,
-                 linear_value_head_dim=Dv, linear_conv_kernel_dim=4, num_hidden_layers=1,
-                 layer_types=["linear_attention"], rms_norm_eps=1e-6, hidden_act="silu")
-    mod = m.Qwen3NextGatedDeltaNet(cfg, 0).eval()
+    _, mod = hf_qwen3next.build_module(Hk, Hv, D)  # f32, CPU; dt_bias and the norm weight random
     C, K = mod.conv_dim, mod.conv_kernel_size
-    assert C == 2 * Hk * Dk + Hv * Dv and K == 4 and mod.conv1d.bias is None
-    with torch.no_grad():  # conv1d keeps nn.Conv1d's init, A_log the module's log(uniform(., 16)); these are ones
-        mod.dt_bias.uniform_(0.5, 1.5)
-        mod.norm.weight.uniform_(0.5, 1.5)
     print("\nHk = %d, Hv = %d, Dk = Dv = %d (C = %d), A = exp(A_log) in [%.2f, %.2f]"
           % (Hk, Hv, D, C, mod.A_log.exp().min().item(), mod.A_log.exp().max().item()))
     n = T + steps
@@ -112,8 +100,7 @@ def check_shape(torch, F, m, Config, fallbacks, conv_update, lib, Hk, Hv, D, T, 
         return y, state, conv_state
 
     # libgdn: one slot, GDN_STATE_KV, the module's weights
-    w = dict(conv_w=mod.conv1d.weight.detach().squeeze(1).contiguous(), dt_bias=mod.dt_bias.detach().contiguous(),
-             A_log=mod.A_log.detach().float().contiguous(), gamma=mod.norm.weight.detach().contiguous())
+    w = hf_qwen3next.weights(mod)
     state = torch.zeros(1, Hv, Dk, Dv)
     hist = torch.zeros(1, C, 3)
 
