@@ -112,8 +112,9 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     logits); scale (None: K^-0.5); initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first), any float dtype
     (read as float32); output_final_state: also return the final state, float32. cu_seqlens [N + 1] with B = 1
     (read on the host: a CUDA tensor costs a synchronization). use_qk_l2norm_in_kernel: q and k are normalized by
-    torch first, in float32, fla's formula x / sqrt(sum x^2 + 1e-6), and the recurrence runs in float32 (o rounded
-    once, to v's dtype). g and beta are read as float32 (a copy when they are not).
+    torch first, in float32, fla's formula x / sqrt(sum x^2 + 1e-6) (torch's arithmetic, outside libgdn's
+    contract: torch.compile may fuse it into other bits), and the recurrence runs in float32 (o rounded once, to
+    v's dtype). g and beta are read as float32 (a copy when they are not).
 
     vLLM's pools (keyword-only): ssm_state_indices [N] int, sequence n's state is initial_state[ssm_state_indices[n]]
     of the pool initial_state [slots, HV, K, V] (float32, contiguous), updated in place (inplace_final_state,
