@@ -32,7 +32,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import gdn  # noqa: E402
+import libgdn  # noqa: E402  (this checkout's python/libgdn; its library: --lib, else build/pic/libgdn.so)
 
 BOUND_REL = 1e-4
 
@@ -57,19 +57,20 @@ def main():
     unwrap = inspect.unwrap
     fallbacks = {"chunk": unwrap(m.torch_chunk_gated_delta_rule), "recurrent": unwrap(m.torch_recurrent_gated_delta_rule)}
     conv_update = unwrap(getattr(m, "torch_causal_conv1d_update", None) or m.causal_conv1d_update)
-    lib = gdn.load(opt.lib)
+    if opt.lib:
+        os.environ["GDN_LIBRARY"] = opt.lib
     print("transformers %s, torch %s, %s; T = %d prefill tokens, %d decode step(s), f32, CPU"
           % (transformers.__version__, torch.__version__, m.__file__, opt.T, opt.decode))
     torch.manual_seed(opt.seed)
     ok = True
     for shape in opt.shapes:
         Hk, Hv, D = (int(s) for s in shape.split(","))
-        ok &= check_shape(torch, F, m, Qwen3NextConfig, fallbacks, conv_update, lib, Hk, Hv, D, opt.T, opt.decode)
+        ok &= check_shape(torch, F, m, Qwen3NextConfig, fallbacks, conv_update, Hk, Hv, D, opt.T, opt.decode)
     print("PASS" if ok else "FAIL", "(bounds: rel <= %g for y and state, history bit for bit)" % BOUND_REL)
     return 0 if ok else 1
 
 
-def check_shape(torch, F, m, Config, fallbacks, conv_update, lib, Hk, Hv, D, T, steps):
+def check_shape(torch, F, m, Config, fallbacks, conv_update, Hk, Hv, D, T, steps):
     Dk = Dv = D
     cfg = Config(hidden_size=64, linear_num_key_heads=Hk, linear_num_value_heads=Hv, linear_key_head_dim=Dk,
                  linear_value_head_dim=Dv, linear_conv_kernel_dim=4, num_hidden_layers=1,
@@ -118,10 +119,10 @@ def check_shape(torch, F, m, Config, fallbacks, conv_update, lib, Hk, Hv, D, T, 
     hist = torch.zeros(1, C, 3)
 
     def gdn_step(lo, hi, fresh):
-        y = gdn.layer(lib, qkv[0, lo:hi].contiguous(), z[0, lo:hi].contiguous(), a[0, lo:hi].contiguous(),
-                      b[0, lo:hi].contiguous(), w["conv_w"], w["dt_bias"], w["gamma"], state, hist,
-                      A_log=w["A_log"], Hk=Hk, Hv=Hv, Dk=Dk, Dv=Dv, fresh=[1 if fresh else 0],
-                      eps_l2=1e-6, eps_rms=mod.norm.variance_epsilon, state_layout=gdn.STATE_KV)
+        y = libgdn.layer(qkv[0, lo:hi].contiguous(), z[0, lo:hi].contiguous(), a[0, lo:hi].contiguous(),
+                         b[0, lo:hi].contiguous(), w["conv_w"], w["dt_bias"], w["gamma"], state, hist,
+                         A_log=w["A_log"], fresh=[1 if fresh else 0], eps_l2=1e-6, eps_rms=mod.norm.variance_epsilon,
+                         state_layout="kv")
         return y.reshape(hi - lo, Hv * Dv), state.clone(), hist.clone()
 
     ok = True
