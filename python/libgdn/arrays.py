@@ -44,6 +44,8 @@ def check_dtype(name, x, allowed, why=""):
     got = dtype_name(x)
     if got not in allowed:
         raise TypeError("%s: expected dtype %s%s, got %s" % (name, " or ".join(allowed), why, got))
+    if is_numpy(x) and not x.dtype.isnative:
+        raise TypeError("%s: expected the machine's byte order, got dtype %s" % (name, x.dtype.str))
 
 
 def check_contiguous(name, x):

@@ -73,6 +73,12 @@ def test_alignment_is_checked():
         libgdn.delta(q, n["k"], n["v"], n["gate"], n["beta"])
 
 
+def test_byte_order_is_checked():
+    n = {k: v.numpy() for k, v in delta_args().items()}
+    with pytest.raises(TypeError, match="v: expected the machine's byte order, got dtype >f4"):
+        libgdn.delta(n["q"], n["k"], n["v"].astype(">f4"), n["gate"], n["beta"])
+
+
 def test_devices_are_checked():
     a = delta_args()
     with pytest.raises(ValueError, match=r"k: expected device cpu \(q's\), got meta"):

@@ -112,6 +112,48 @@ def test_cuda_layer_equals_cpu_ref():
 
 
 @cuda_only
+def test_cuda_fused_layer_equals_cpu_ref():
+    """Dk = Dv = 128 windows of 3 and 1 tokens, no checkpoints: the router's cuda_fused, and cuda_staged, against
+    the CPU ref bit for bit (y and both pools)."""
+    Hk, Hv, D, slots = 2, 4, 128, 3
+    C = 2 * Hk * D + Hv * D
+    g = torch.Generator().manual_seed(5)
+    u = lambda lo, hi, *s: (torch.rand(*s, generator=g) * (hi - lo) + lo)
+    x = [u(-1, 1, 4, C), u(-1, 1, 4, Hv, D), u(-2, 2, 4, Hv), u(-2, 2, 4, Hv), u(-0.5, 0.5, C, 4), u(0.5, 1.5, Hv),
+         u(0.5, 1.5, D)]
+    pools = [u(-0.3, 0.3, slots, Hv, D, D), u(-1, 1, slots, C, 3)]
+    A_log = u(-1, 2, Hv)
+    kw = dict(cu_seqlens=[0, 3, 4], slot=[2, 0], fresh=[0, 1], A_log=A_log)
+
+    def run(device, kernel):
+        p = [t.clone().to(device) for t in pools]
+        y = libgdn.layer(*[t.to(device) for t in x], *p, kernel=kernel, **dict(kw, A_log=A_log.to(device)))
+        return [t.cpu() for t in [y] + p]
+
+    ref = run("cpu", "ref")
+    for kernel in [None, "cuda_fused", "cuda_staged"]:
+        assert all(torch.equal(a, b) for a, b in zip(run("cuda", kernel), ref)), kernel
+
+
+@cuda_only
+def test_cuda_fla_varlen_pool_equals_cpu():
+    """fla's varlen form on CUDA with vLLM's pool, cu_seqlens and indices on the device (copied to the host)."""
+    x = delta_inputs()
+    packed = [x[n].reshape(1, B * T, *x[n].shape[2:]) for n in ("q", "k", "v")]
+    g, beta = torch.log(x["gate"]).reshape(1, B * T, HV), x["beta"].reshape(1, B * T, HV)
+    pool = torch.randn(5, HV, K, V) * 0.1
+    outs = []
+    for device in ("cpu", "cuda"):
+        p = pool.clone().to(device)
+        o, _ = libgdn.fused_recurrent_gated_delta_rule(*[t.to(device) for t in packed], g.to(device),
+                                                       beta=beta.to(device), initial_state=p,
+                                                       cu_seqlens=torch.tensor([0, 4, 12], device=device),
+                                                       ssm_state_indices=torch.tensor([3, -1], device=device))
+        outs.append((o.cpu(), p.cpu()))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+@cuda_only
 def test_cuda_runs_on_the_current_stream():
     x = {n: v.cuda() for n, v in delta_inputs(T=256).items()}
     s = x["state"].clone()
@@ -129,8 +171,7 @@ def test_cuda_runs_on_the_current_stream():
 def test_cuda_graph_capture_and_replay():
     x = {n: v.cuda() for n, v in delta_inputs(T=1).items()}
     lx, w, pools = layer_inputs()
-    lx, w = {n: v[:1].cuda() if n in ("qkv", "z", "alpha", "beta") else v.cuda() for n, v in lx.items()}, \
-        {n: v.cuda() for n, v in w.items()}
+    lx, w = {n: v[:1].cuda() for n, v in lx.items()}, {n: v.cuda() for n, v in w.items()}
     state, hist = pools["state"].cuda(), pools["hist"].cuda()
     s = x["state"].clone()
 
