@@ -15,12 +15,16 @@ CUDA graphs). capi is the C API through ctypes, for raw pointers. python/README.
 import importlib.util
 
 from . import capi
-from .calls import delta, layer
 
-if importlib.util.find_spec("torch") is not None:
-    from .torch_ops import delta, layer  # noqa: F811 (the same functions, tensors through the custom ops)
+__all__ = ["capi", "delta", "layer", "kernels", "layer_kernels", "cuda_devices"]
+if importlib.util.find_spec("torch") is None:
+    from .calls import delta, layer
+else:  # the same functions, torch tensors through the custom ops
+    from .torch_ops import delta, layer
     from .fla import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
     from .qwen3_next import GatedDeltaNetCache, GatedDeltaNetLayer
+    __all__ += ["fused_recurrent_gated_delta_rule", "chunk_gated_delta_rule", "GatedDeltaNetLayer",
+                "GatedDeltaNetCache"]
 
 
 def kernels():

@@ -80,7 +80,8 @@ def check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, 
     sh.check("k", k, lead + ("Hk", "Dk"))
     sh.check("v", v, lead + ("Hv", "Dv"))
     if sh.value["Hv"] % sh.value["Hk"]:
-        raise ValueError("v: expected Hv a multiple of Hk = %d (from q), got Hv = %d" % (sh.value["Hk"], sh.value["Hv"]))
+        raise ValueError("v: expected Hv a multiple of Hk = %d (from q), got Hv = %d"
+                         % (sh.value["Hk"], sh.value["Hv"]))
     sh.check("gate", gate, lead + (("Hv", "Dk") if gate_kind == capi.GATE_VECTOR else ("Hv",)))
     sh.check("beta", beta, lead + ("Hv",))
     if mask is not None:

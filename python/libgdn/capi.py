@@ -17,7 +17,8 @@ OUT_GATE_SILU, OUT_GATE_SIGMOID = 0, 1
 
 # gdn_status values that mean "these arguments are wrong" (ValueError); the others are RuntimeError
 OK = 0
-ARGUMENT_ERRORS = {1, 2, 3, 4, 5, 6, 7, 11, 13, 14}  # NULL_POINTER .. INELIGIBLE, ALIGNMENT, NOT_DEVICE_MEMORY, RESERVED
+# NULL_POINTER .. INELIGIBLE, ALIGNMENT, NOT_DEVICE_MEMORY, RESERVED
+ARGUMENT_ERRORS = {1, 2, 3, 4, 5, 6, 7, 11, 13, 14}
 
 
 class DeltaArgs(ctypes.Structure):
@@ -27,7 +28,8 @@ class DeltaArgs(ctypes.Structure):
         ("Dk", ctypes.c_int64), ("Dv", ctypes.c_int64),
         ("dtype", ctypes.c_int),
         ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("y", ctypes.c_void_p),
-        ("gate_kind", ctypes.c_int), ("gate", ctypes.c_void_p), ("A_log", ctypes.c_void_p), ("dt_bias", ctypes.c_void_p),
+        ("gate_kind", ctypes.c_int), ("gate", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
+        ("dt_bias", ctypes.c_void_p),
         ("beta_kind", ctypes.c_int), ("beta", ctypes.c_void_p), ("mask", ctypes.c_void_p),
         ("state_layout", ctypes.c_int), ("state_in", ctypes.c_void_p), ("state_out", ctypes.c_void_p),
         ("scale", ctypes.c_float), ("backend", ctypes.c_int), ("stream", ctypes.c_void_p),

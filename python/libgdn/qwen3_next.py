@@ -67,10 +67,12 @@ class GatedDeltaNetLayer(nn.Module):
             raise ValueError("libgdn's layer is a width-4 conv with SiLU, got conv_kernel_size = %d, hidden_act = %r"
                              % (conv_kernel_size, hidden_act))
         if num_v_heads % num_k_heads:
-            raise ValueError("num_v_heads: expected a multiple of num_k_heads = %d, got %d" % (num_k_heads, num_v_heads))
+            raise ValueError("num_v_heads: expected a multiple of num_k_heads = %d, got %d"
+                             % (num_k_heads, num_v_heads))
         f = dict(dtype=dtype, device=device)
         self.hidden_size, self.layer_idx = hidden_size, layer_idx
-        self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim = num_k_heads, num_v_heads, head_k_dim, head_v_dim
+        self.num_k_heads, self.num_v_heads = num_k_heads, num_v_heads
+        self.head_k_dim, self.head_v_dim = head_k_dim, head_v_dim
         self.key_dim, self.value_dim = num_k_heads * head_k_dim, num_v_heads * head_v_dim
         self.conv_dim = 2 * self.key_dim + self.value_dim
         self.conv_kernel_size = conv_kernel_size
@@ -107,12 +109,14 @@ class GatedDeltaNetLayer(nn.Module):
         if cache is not None and not isinstance(cache, GatedDeltaNetCache):
             raise TypeError("cache: expected a libgdn.GatedDeltaNetCache, got %s" % type(cache).__name__)
         if attention_mask is not None:
-            raise ValueError("attention_mask: libgdn's layer takes varlen batches (cu_seqlens), not padding; got a mask")
+            raise ValueError("attention_mask: libgdn's layer takes varlen batches (cu_seqlens), not padding; "
+                             "got a mask")
         B, T, _ = hidden_states.shape
         if cu_seqlens is None:
             cu_seqlens = [T * b for b in range(B + 1)]
         elif B != 1:
-            raise ValueError("hidden_states: expected [1, T, hidden] with cu_seqlens, got %s" % list(hidden_states.shape))
+            raise ValueError("hidden_states: expected [1, T, hidden] with cu_seqlens, got %s"
+                             % list(hidden_states.shape))
         n = B * T
         Hk, Hv, Dk, Dv = self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim
         r = Hv // Hk

@@ -16,7 +16,8 @@ B, T, H, HV, K, V = 2, 6, 2, 4, 16, 16
 
 def delta_inputs(device="cpu", dtype=torch.float32, B=B, T=T):
     g = torch.Generator().manual_seed(3)
-    x = dict(q=torch.randn(B, T, H, K, generator=g).to(dtype), k=F.normalize(torch.randn(B, T, H, K, generator=g), dim=-1).to(dtype),
+    x = dict(q=torch.randn(B, T, H, K, generator=g).to(dtype),
+             k=F.normalize(torch.randn(B, T, H, K, generator=g), dim=-1).to(dtype),
              v=torch.randn(B, T, HV, V, generator=g).to(dtype), gate=torch.rand(B, T, HV, generator=g) * 0.3 + 0.7,
              beta=torch.rand(B, T, HV, generator=g), state=torch.randn(B, HV, V, K, generator=g) * 0.1)
     return {n: v.to(device) for n, v in x.items()}
