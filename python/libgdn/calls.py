@@ -267,6 +267,7 @@ def layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, A=None
     """
     import numpy as np
     og, sl = enum("out_gate", OUT_GATES, out_gate), enum("state_layout", STATE_LAYOUTS, state_layout)
+    check_kind("qkv", qkv)
     cu, sl_, cm, fr, cp = layer_host_arrays(qkv.shape[0], cu_seqlens, slot, commit, fresh, checkpoints)
     n = lambda x: None if x is None else x.size
     sizes = check_layer(qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, state, hist_in, hist_out,

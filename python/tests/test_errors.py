@@ -101,6 +101,7 @@ def call_layer(**over):
 
 @pytest.mark.parametrize("over, exc, words", [
     (dict(qkv=torch.randn(T, C + 2)), ValueError, ["qkv:", "C = 2 Hk Dk + Hv Dv", "[3, 50]"]),
+    (dict(qkv=[[0.0] * C] * T), TypeError, ["qkv:", "numpy array or a torch tensor", "list"]),
     (dict(z=torch.randn(T, HV, DV, dtype=torch.float16)), TypeError, ["z:", "float32 (qkv's)", "float16"]),
     (dict(conv_w=torch.randn(C, 1, 4)), ValueError, ["conv_w:", "[C, 4] = [48, 4]", "[48, 1, 4]"]),
     (dict(conv_w=torch.randn(C, 4, dtype=torch.bfloat16)), TypeError, ["conv_w:", "float32", "bfloat16"]),
