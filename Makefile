@@ -4,7 +4,7 @@
 #                   the export check and the install test
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
 # make tsan (build/tsan: the threaded, fork and layer-stage suites under ThreadSanitizer),
-# make fuzz (build/fuzz/fuzz_delta, libFuzzer, clang), make shared (build/pic/libgdn.so for python/gdn.py),
+# make fuzz (build/fuzz/fuzz_delta, libFuzzer, clang), make shared (build/pic/libgdn.so for python/ in a checkout),
 # make bench, make clean. Builds run -j$(nproc) (J=...). CUDA sources are compiled for sm_90 when nvcc is found;
 # GDN_CUDA=0 turns that off, GDN_CUDA=1 insists. CC=... picks the C compiler of a fresh build dir.
 
@@ -71,8 +71,8 @@ fuzz:
 	$(CMAKE) --build build/fuzz -j $(J) --target fuzz_delta fuzz_layer
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_layer
 
-# build/pic/libgdn.so, the library python/gdn.py loads: every object is PIC now, so it is $(BUILD)'s libgdn.so,
-# linked there, unless build/pic is a build dir of its own (scripts/gpu_run.sh's), which is then built
+# build/pic/libgdn.so, the library python/libgdn loads in a checkout: every object is PIC now, so it is $(BUILD)'s
+# libgdn.so, linked there, unless build/pic is a build dir of its own (scripts/gpu_run.sh's), which is then built
 shared:
 	@if [ -f build/pic/CMakeCache.txt ]; then \
 	    $(CMAKE) --build build/pic -j $(J) --target libgdn_shared; \

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import gdn  # noqa: E402
+from libgdn import capi as gdn  # noqa: E402  (the C API through ctypes: raw pointers, forced variants)
 
 HK, HV, D = 16, 32, 128
 L2_BYTES = 60 << 20

@@ -109,6 +109,27 @@ def _copy(t):
     return f.clone() if f.data_ptr() == t.data_ptr() else f
 
 
+def layer_struct(e, s, state, hist, y, B, n, commit, fresh, kernel):
+    """The LayerArgs of one gdn_layer call on set s's tensors (contiguous, on e's device): B windows of n tokens on
+    slots 0 .. B - 1 of the pools; returns (args, keep), keep holding the host arrays while args is used."""
+    import ctypes
+    ints = lambda t, xs: (t * len(xs))(*xs)
+    keep = dict(cu=ints(ctypes.c_int32, [i * n for i in range(B + 1)]), slot=ints(ctypes.c_int32, list(range(B))),
+                commit=ints(ctypes.c_int32, commit), fresh=ints(ctypes.c_uint8, fresh),
+                kernel=kernel.encode() if kernel else None)
+    addr = ctypes.addressof
+    args = gdn.layer_args(B=B, Hk=e.Hk, Hv=e.Hv, Dk=e.D, Dv=e.D, cu_seqlens=addr(keep["cu"]),
+                          dtype=gdn.BF16 if e.act == e.torch.bfloat16 else gdn.F32,
+                          qkv=s["qkv"].data_ptr(), z=s["z"].data_ptr(), alpha=s["a"].data_ptr(), beta=s["b"].data_ptr(),
+                          y=y.data_ptr(), conv_w=e.w["conv_w"].data_ptr(), dt_bias=e.w["dt_bias"].data_ptr(),
+                          A_log=e.w["A_log"].data_ptr(), gamma=e.w["gamma"].data_ptr(), eps_l2=EPS, eps_rms=EPS,
+                          slots=B, state_layout=e.layout, state=state.data_ptr(), hist_in=hist.data_ptr(),
+                          hist_out=hist.data_ptr(), slot=addr(keep["slot"]), commit=addr(keep["commit"]),
+                          fresh=addr(keep["fresh"]), backend=gdn.BACKEND_CUDA if e.cuda else gdn.BACKEND_CPU,
+                          kernel=keep["kernel"])
+    return args, keep
+
+
 class Libgdn:
     """gdn_layer on per-set pools; kernel None = routed; commit "all" or 0."""
 
@@ -126,12 +147,8 @@ class Libgdn:
             state = torch.empty(B, e.Hv, e.D, e.D, dtype=torch.float32, device=e.dev)
             hist = torch.empty(B, e.C, 3, dtype=e.act, device=e.dev)
             y = torch.empty(T, e.Hv, e.D, dtype=e.act, device=e.dev)
-            args, keep, _ = gdn.layer_struct(
-                e.lib, s["qkv"].view(T, e.C), s["z"].view(T, e.Hv, e.D), s["a"].view(T, e.Hv), s["b"].view(T, e.Hv),
-                e.w["conv_w"], e.w["dt_bias"], e.w["gamma"], state, hist, A_log=e.w["A_log"], Hk=e.Hk, Hv=e.Hv,
-                Dk=e.D, Dv=e.D, y=y, cu_seqlens=[i * n for i in range(B + 1)], slot=list(range(B)),
-                commit=[n if self.commit == "all" else 0] * B, fresh=[1] * B if p["kind"] == "prefill" else None,
-                eps_l2=EPS, eps_rms=EPS, state_layout=e.layout, kernel=self.kernel)
+            args, keep = layer_struct(e, s, state, hist, y, B, n, [n if self.commit == "all" else 0] * B,
+                                      [1] * B if p["kind"] == "prefill" else [0] * B, self.kernel)
             self.pools.append((state, hist, y))
             self.keep.append((args, keep))
         self.routed = gdn.layer_route(e.lib, self.keep[0][0])

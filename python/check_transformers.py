@@ -31,8 +31,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import gdn  # noqa: E402
 import hf_qwen3next  # noqa: E402
+import libgdn  # noqa: E402  (this checkout's python/libgdn; its library: --lib, else build/pic/libgdn.so)
 
 BOUND_REL = 1e-4
 
@@ -52,19 +52,20 @@ def main():
     transformers, m, _ = hf_qwen3next.modeling()
     # the torch fallbacks themselves, unwrapped, so that an installed fla or causal_conv1d cannot take their place
     fallbacks, conv_update = hf_qwen3next.torch_fallbacks(m)
-    lib = gdn.load(opt.lib)
+    if opt.lib:
+        os.environ["GDN_LIBRARY"] = opt.lib
     print("transformers %s, torch %s, %s; T = %d prefill tokens, %d decode step(s), f32, CPU"
           % (transformers.__version__, torch.__version__, m.__file__, opt.T, opt.decode))
     torch.manual_seed(opt.seed)
     ok = True
     for shape in opt.shapes:
         Hk, Hv, D = (int(s) for s in shape.split(","))
-        ok &= check_shape(torch, F, fallbacks, conv_update, lib, Hk, Hv, D, opt.T, opt.decode)
+        ok &= check_shape(torch, F, fallbacks, conv_update, Hk, Hv, D, opt.T, opt.decode)
     print("PASS" if ok else "FAIL", "(bounds: rel <= %g for y and state, history bit for bit)" % BOUND_REL)
     return 0 if ok else 1
 
 
-def check_shape(torch, F, fallbacks, conv_update, lib, Hk, Hv, D, T, steps):
+def check_shape(torch, F, fallbacks, conv_update, Hk, Hv, D, T, steps):
     Dk = Dv = D
     _, mod = hf_qwen3next.build_module(Hk, Hv, D)  # f32, CPU; dt_bias and the norm weight random
     C, K = mod.conv_dim, mod.conv_kernel_size
@@ -105,10 +106,10 @@ def check_shape(torch, F, fallbacks, conv_update, lib, Hk, Hv, D, T, steps):
     hist = torch.zeros(1, C, 3)
 
     def gdn_step(lo, hi, fresh):
-        y = gdn.layer(lib, qkv[0, lo:hi].contiguous(), z[0, lo:hi].contiguous(), a[0, lo:hi].contiguous(),
-                      b[0, lo:hi].contiguous(), w["conv_w"], w["dt_bias"], w["gamma"], state, hist,
-                      A_log=w["A_log"], Hk=Hk, Hv=Hv, Dk=Dk, Dv=Dv, fresh=[1 if fresh else 0],
-                      eps_l2=1e-6, eps_rms=mod.norm.variance_epsilon, state_layout=gdn.STATE_KV)
+        y = libgdn.layer(qkv[0, lo:hi].contiguous(), z[0, lo:hi].contiguous(), a[0, lo:hi].contiguous(),
+                         b[0, lo:hi].contiguous(), w["conv_w"], w["dt_bias"], w["gamma"], state, hist,
+                         A_log=w["A_log"], fresh=[1 if fresh else 0], eps_l2=1e-6, eps_rms=mod.norm.variance_epsilon,
+                         state_layout="kv")
         return y.reshape(hi - lo, Hv * Dv), state.clone(), hist.clone()
 
     ok = True

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""The layer binding of python/gdn.py, without torch or transformers: python3 python/test_gdn_py.py [libgdn.so]
+"""The C API through ctypes (libgdn.capi, python/libgdn/capi.py), with nothing beyond the standard library:
+python3 python/test_gdn_py.py [libgdn.so]
 
 1. LayerArgs, LayerCheckpoint and DeltaArgs against the C compiler: a C program generated from the ctypes field lists
    prints sizeof and offsetof of every field (cc, or $CC, must exist); without a compiler, against the LP64 table
    below, which is that program's output on x86-64 Linux (gcc and clang agree).
-2. gdn_layer through layer() on ctypes arrays (and on numpy arrays where numpy imports): a varlen batch of two
-   sequences with slots, a fresh one, a partial commit and a checkpoint, routed (the CPU's `staged`) and each CPU
-   layer kernel forced, against kernel="ref" bit for bit (y, the state pool, the history pool); GDN_STATE_VK against
-   GDN_STATE_KV (the same y bits, the transposed state); the errors (a RuntimeError with gdn_last_error()).
+2. gdn_layer and gdn_delta through capi's raw calls on ctypes arrays: a varlen layer batch (two sequences on slots,
+   a fresh one, a partial commit, a checkpoint) routed (the CPU's `staged`) and each CPU layer kernel forced against
+   kernel="ref" bit for bit (y and both pools); gdn_delta routed against ref; a refused call (ValueError naming
+   the field) that writes nothing. The array-level package (numpy, torch) has its tests in python/tests/.
 Exits 0 and prints 'N passed, 0 failed' when all hold.
 """
 import ctypes
@@ -20,7 +21,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import gdn  # noqa: E402
+from libgdn import capi  # noqa: E402
 
 # offsetof on LP64 (x86-64 Linux, gcc 14 and clang): the generated program's output, kept for machines without cc
 LP64 = {
@@ -33,8 +34,8 @@ LP64 = {
                              "threads": 264, "cpu_runner": 272, "planes": 280, "reserved": 288}),
     "gdn_layer_checkpoint": (12, {"seq": 0, "after": 4, "slot": 8}),
 }
-STRUCTS = [("gdn_layer_args", gdn.LayerArgs), ("gdn_layer_checkpoint", gdn.LayerCheckpoint),
-           ("gdn_delta_args", gdn.DeltaArgs)]
+STRUCTS = [("gdn_layer_args", capi.LayerArgs), ("gdn_layer_checkpoint", capi.LayerCheckpoint),
+           ("gdn_delta_args", capi.DeltaArgs)]
 
 passed, failed = 0, 0
 
@@ -95,11 +96,10 @@ def test_layout():
             expect(layout[cname] == (size, offsets), "%s: the C compiler agrees with the LP64 table" % cname)
 
 
-# ---- a small batch: Hk = 2, Hv = 4 (two value heads a key head), Dk = 16, Dv = 8 (non-square: layouts differ) ----
+# ---- a small batch: Hk = 2, Hv = 4 (two value heads a key head), Dk = 16, Dv = 8 ----
 HK, HV, DK, DV = 2, 4, 16, 8
 C = 2 * HK * DK + HV * DV
-SLOTS = 4
-LENS = [5, 3]
+SLOTS, LENS = 4, [5, 3]
 T = sum(LENS)
 
 
@@ -107,106 +107,69 @@ def floats(rng, n, lo=-1.0, hi=1.0):
     return (ctypes.c_float * n)(*[rng.uniform(lo, hi) for _ in range(n)])
 
 
-def copy(arr):
-    out = (arr._type_ * len(arr))()
-    ctypes.memmove(out, arr, ctypes.sizeof(arr))
-    return out
+def ints(ctype, values):
+    return (ctype * len(values))(*values)
 
 
-def make_inputs(seed=1):
-    rng = random.Random(seed)
-    x = dict(qkv=floats(rng, T * C), z=floats(rng, T * HV * DV), alpha=floats(rng, T * HV, -2, 2),
-             beta=floats(rng, T * HV, -2, 2), conv_w=floats(rng, C * 4, -0.5, 0.5), conv_bias=floats(rng, C, -0.1, 0.1),
-             dt_bias=floats(rng, HV, 0.5, 1.5), A_log=floats(rng, HV, -1, 2), gamma=floats(rng, DV, 0.5, 1.5))
-    pools = dict(state=floats(rng, SLOTS * HV * DK * DV, -0.3, 0.3), hist_in=floats(rng, SLOTS * C * 3))
-    return x, pools
+def addr(x):
+    return ctypes.addressof(x)
 
 
-CALL = dict(Hk=HK, Hv=HV, Dk=DK, Dv=DV, cu_seqlens=[0, LENS[0], T], slot=[2, 0], commit=[5, 2], fresh=[1, 0],
-            checkpoints=[(0, 3, 1)], state_layout=gdn.STATE_KV)
-
-
-def run(lib, x, pools, kernel=None, **over):
-    p = {k: copy(v) for k, v in pools.items()}
-    kw = dict(CALL, **over)
-    y = gdn.layer(lib, x["qkv"], x["z"], x["alpha"], x["beta"], x["conv_w"], x["dt_bias"], x["gamma"], p["state"],
-                  p["hist_in"], A_log=x["A_log"], conv_bias=x["conv_bias"], kernel=kernel, **kw)
-    return bytes(y), bytes(p["state"]), bytes(p["hist_in"])
+def layer_run(lib, x, pools, kernel=None, commit=(5, 2)):
+    """gdn_layer over fresh copies of the pools: (y, state, hist) as bytes; raises as capi.check does."""
+    p = {n: (v._type_ * len(v)).from_buffer_copy(v) for n, v in pools.items()}
+    y = (ctypes.c_float * (T * HV * DV))()
+    keep = dict(cu=ints(ctypes.c_int32, [0, LENS[0], T]), slot=ints(ctypes.c_int32, [2, 0]),
+                commit=ints(ctypes.c_int32, list(commit)), fresh=ints(ctypes.c_uint8, [1, 0]),
+                cp=(capi.LayerCheckpoint * 1)(capi.LayerCheckpoint(0, 3, 1)))
+    a = capi.layer_args(B=2, Hk=HK, Hv=HV, Dk=DK, Dv=DV, cu_seqlens=addr(keep["cu"]), dtype=capi.F32,
+                        qkv=addr(x["qkv"]), z=addr(x["z"]), alpha=addr(x["alpha"]), beta=addr(x["beta"]), y=addr(y),
+                        conv_w=addr(x["conv_w"]), dt_bias=addr(x["dt_bias"]), A_log=addr(x["A_log"]),
+                        gamma=addr(x["gamma"]), slots=SLOTS, state_layout=capi.STATE_KV, state=addr(p["state"]),
+                        hist_in=addr(p["hist"]), hist_out=addr(p["hist"]), slot=addr(keep["slot"]),
+                        commit=addr(keep["commit"]), fresh=addr(keep["fresh"]), checkpoints=addr(keep["cp"]),
+                        n_checkpoints=1, kernel=kernel)
+    route = capi.layer_route(lib, a)
+    capi.layer_call(lib, a)
+    return route, (bytes(y), bytes(p["state"]), bytes(p["hist"]))
 
 
 def test_layer(lib):
-    x, pools = make_inputs()
-    kernels = gdn.layer_kernels(lib)
+    rng = random.Random(1)
+    x = dict(qkv=floats(rng, T * C), z=floats(rng, T * HV * DV), alpha=floats(rng, T * HV, -2, 2),
+             beta=floats(rng, T * HV, -2, 2), conv_w=floats(rng, C * 4, -0.5, 0.5), dt_bias=floats(rng, HV, 0.5, 1.5),
+             A_log=floats(rng, HV, -1, 2), gamma=floats(rng, DV, 0.5, 1.5))
+    pools = dict(state=floats(rng, SLOTS * HV * DK * DV, -0.3, 0.3), hist=floats(rng, SLOTS * C * 3))
+    kernels = capi.layer_kernels(lib)
     expect(kernels[-1] == "ref" and "staged" in kernels, "layer kernels %s: staged and ref among them" % kernels)
-    a, keep, _ = gdn.layer_struct(lib, x["qkv"], x["z"], x["alpha"], x["beta"], x["conv_w"], x["dt_bias"],
-                                  x["gamma"], copy(pools["state"]), copy(pools["hist_in"]), A_log=x["A_log"], **CALL)
-    expect(gdn.layer_route(lib, a) == "staged", "the CPU router picks staged")
-    del keep
-    ref = run(lib, x, pools, "ref")
-    expect(ref[1] != bytes(pools["state"]) and ref[2] != bytes(pools["hist_in"]), "the call wrote both pools")
+    _, ref = layer_run(lib, x, pools, "ref")
+    expect(ref[1] != bytes(pools["state"]) and ref[2] != bytes(pools["hist"]), "the call wrote both pools")
     for kernel in [None] + [k for k in kernels if not k.startswith("cuda")]:
-        got = run(lib, x, pools, kernel)
+        route, got = layer_run(lib, x, pools, kernel)
+        expect(kernel is not None or route == "staged", "the CPU router picks staged, not %s" % route)
         for name, g, r in zip(("y", "state", "hist"), got, ref):
             expect(g == r, "kernel %s: %s bitwise equal to ref's" % (kernel or "routed", name))
-    # one thread against the pool's: the same bits
-    expect(run(lib, x, pools, threads=1) == ref, "threads=1: ref's bits")
-    # GDN_STATE_VK: the same y, the state transposed per head ([Dk, Dv] <-> [Dv, Dk])
-    def transpose(state, rows, cols):
-        out = (ctypes.c_float * len(state))()
-        for m in range(len(state) // (rows * cols)):
-            for i in range(rows):
-                for j in range(cols):
-                    out[m * rows * cols + j * rows + i] = state[m * rows * cols + i * cols + j]
-        return out
-    vk_pools = dict(pools, state=transpose(pools["state"], DK, DV))
-    y, state, hist = run(lib, x, vk_pools, "ref", state_layout=gdn.STATE_VK)
-    back = bytes(transpose((ctypes.c_float * len(pools["state"])).from_buffer_copy(state), DV, DK))
-    expect((y, back, hist) == ref, "GDN_STATE_VK: y and history the same bits, the state transposed")
-    # a checkpoint slot holds what a 3-token call leaves: sequence 0 alone over its first 3 tokens
-    x3 = dict(x)
-    for name, width in (("qkv", C), ("z", HV * DV), ("alpha", HV), ("beta", HV)):
-        x3[name] = (ctypes.c_float * (3 * width)).from_buffer_copy(bytes(x[name])[:3 * width * 4])
-    _, state3, hist3 = run(lib, x3, pools, "ref", cu_seqlens=[0, 3], slot=[1], commit=None, fresh=[1],
-                           checkpoints=())
-    n_s, n_h = HV * DK * DV * 4, C * 3 * 4
-    expect(state3[n_s:2 * n_s] == ref[1][n_s:2 * n_s] and hist3[n_h:2 * n_h] == ref[2][n_h:2 * n_h],
-           "checkpoint (0, 3, 1): slot 1 holds a 3-token call's state and history")
-    # numpy arrays where numpy imports: the same bits as ctypes arrays
     try:
-        import numpy as np
-    except ImportError:
-        np = None
-    if np is not None:
-        xn = {k: np.frombuffer(bytes(v), dtype=np.float32).copy() for k, v in x.items()}
-        pn = {k: np.frombuffer(bytes(v), dtype=np.float32).copy().reshape(SLOTS, -1) for k, v in pools.items()}
-        y = gdn.layer(lib, xn["qkv"].reshape(T, C), xn["z"].reshape(T, HV, DV), xn["alpha"], xn["beta"],
-                      xn["conv_w"], xn["dt_bias"], xn["gamma"], pn["state"], pn["hist_in"], A_log=xn["A_log"],
-                      conv_bias=xn["conv_bias"], kernel="ref", **CALL)
-        expect((y.tobytes(), pn["state"].tobytes(), pn["hist_in"].tobytes()) == ref, "numpy arrays: ref's bits")
-    # errors: gdn_layer's, with gdn_last_error(), and the helper's own checks
-    def raises(exc, fn, needle):
-        try:
-            fn()
-        except exc as e:
-            expect(needle in str(e), "%s names %r: %s" % (exc.__name__, needle, e))
-            return
-        expect(False, "expected %s (%s)" % (exc.__name__, needle))
-    p = {k: copy(v) for k, v in pools.items()}
-    call = lambda **kw: gdn.layer(lib, x["qkv"], x["z"], x["alpha"], x["beta"], x["conv_w"], x["dt_bias"],
-                                  x["gamma"], p["state"], p["hist_in"], **dict(CALL, **kw))
-    raises(RuntimeError, lambda: call(), "A_log")  # neither A nor A_log
-    raises(RuntimeError, lambda: call(A_log=x["A_log"], A=x["A_log"]), "args->A")  # both
-    raises(RuntimeError, lambda: call(A_log=x["A_log"], commit=[6, 2]), "commit[0]")
-    raises(RuntimeError, lambda: call(A_log=x["A_log"], kernel="nope"), "nope")
-    raises(ValueError, lambda: call(A_log=x["A_log"], slot=[0]), "slot")
-    raises(ValueError, lambda: call(A_log=x["A_log"], cu_seqlens=[0, 5, 9]), "qkv")
-    expect(bytes(p["state"]) == bytes(pools["state"]) and bytes(p["hist_in"]) == bytes(pools["hist_in"]),
-           "failed calls wrote nothing")
+        layer_run(lib, x, pools, commit=(6, 2))
+        expect(False, "commit 6 of 5 tokens: refused")
+    except ValueError as e:
+        expect("commit[0]" in str(e), "the refusal names commit[0]: %s" % e)
+    # gdn_delta on the dense form, routed against ref
+    n = 2 * 7 * HV
+    d = dict(q=floats(rng, 2 * 7 * HK * DK), k=floats(rng, 2 * 7 * HK * DK), v=floats(rng, n * DV),
+             gate=floats(rng, n, 0.5, 1), beta=floats(rng, n, 0, 1))
+    outs = {}
+    for kernel in (None, "ref"):
+        y, s = (ctypes.c_float * (n * DV))(), (ctypes.c_float * (2 * HV * DK * DV))()
+        a = capi.args(B=2, T=7, Hk=HK, Hv=HV, Dk=DK, Dv=DV, q=addr(d["q"]), k=addr(d["k"]), v=addr(d["v"]), y=addr(y),
+                      gate=addr(d["gate"]), beta=addr(d["beta"]), state_out=addr(s), scale=0.25, kernel=kernel)
+        capi.delta(lib, a)
+        outs[kernel] = (bytes(y), bytes(s), capi.route(lib, a))
+    expect(outs[None][:2] == outs["ref"][:2], "gdn_delta routed (%s): ref's bits" % outs[None][2])
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else None
-    lib = gdn.load(path)
+    lib = capi.load(sys.argv[1] if len(sys.argv) > 1 else None)
     test_layout()
     test_layer(lib)
     print("%d passed, %d failed" % (passed, failed))

@@ -27,7 +27,7 @@ status=0
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-# ---- build: CMake, CUDA on, the testing build (test-only modes; libgdn.so exports what python/gdn.py calls) ----
+# ---- build: CMake, CUDA on, the testing build (test-only modes; libgdn.so exports what python/libgdn calls) ----
 t0=$(date +%s)
 # shellcheck source=cmake/find_cmake.sh
 . cmake/find_cmake.sh

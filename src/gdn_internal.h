@@ -118,6 +118,11 @@ gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream
 /* Zeros `bytes` bytes of device memory at p, asynchronously on `stream` (a cudaStream_t; NULL: the default);
  * GDN_ERR_DEVICE when the runtime refuses. */
 gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream);
+/* The batch form in one launch (src/delta/cuda/decode_stream.cu): p is a dense problem of B <= GDN_DEC_SLOTS
+ * sequences of T <= 8 tokens over pools, sequence b's state at entry slot[b] (host, >= 0); GDN_ERR_INELIGIBLE where
+ * the streamed decode kernel does not take it (or a vector gate). */
+#define GDN_DEC_SLOTS 256
+gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch); /* 0: judge only */
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -13,6 +13,10 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
     (void)p, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
+gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {
+    (void)p, (void)slot, (void)launch;
+    return GDN_ERR_NO_DEVICE;
+}
 
 #define GDN__STUB_CPU(name)
 #define GDN__STUB_CUDA(name)                                                                          \

@@ -445,15 +445,17 @@ __device__ __forceinline__ void gdn_prefetch_l2_bulk(const void *p, unsigned byt
 }
 
 /* L2 prefetches of what a block serving the 32 value columns j0 .. j0+31 of (b, h) reads: the state's 32 columns
- * (VK: 32 contiguous columns of Dk floats, by thread 0; KV: Dk rows of 128 bytes, a row per thread), and by thread
+ * (of state entry sb: b, or its slot; VK: 32 contiguous columns of Dk floats, by thread 0; KV: Dk rows of 128
+ * bytes, a row per thread), and by thread
  * 32 + t, for each token t < T, the k and q rows of key head hk, the 32 values of v, the gate (or the vector gate's
  * row), beta and the mask byte. Blocks of at least 64 threads. */
 template <int DT, bool VEC, bool KV, int DK>
-__device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int64_t b, int64_t h, int64_t hk, int64_t j0) {
+__device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int64_t b, int64_t sb, int64_t h, int64_t hk,
+                                                     int64_t j0) {
     constexpr int DS = DT == GDN_F32 ? 4 : 2;
     const int x = threadIdx.x;
     if (a.state_in) {
-        const float *s = a.state_in + (b * a.Hv + h) * DK * a.Dv;
+        const float *s = a.state_in + (sb * a.Hv + h) * DK * a.Dv;
         if (!KV && x == 0) gdn_prefetch_l2_bulk(s + j0 * DK, 32 * DK * 4);
         if (KV)
             for (int i = x; i < DK; i += blockDim.x) gdn_prefetch_l2(s + i * a.Dv + j0);

@@ -1,7 +1,7 @@
 /* The recurrence's public entry points: validation of gdn_delta_args (every failure names its field through
  * gdn_last_error), the choice of kernel (named, with an optional variant, or routed), and the call. The batch form
  * (cu_seqlens, state_slot) runs as dense B = 1 calls, a sequence at a time, of kernels that know only the dense
- * form. */
+ * form; on CUDA, uniform windows of up to 8 tokens run in one launch per 256 sequences with the slots beside them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -215,6 +215,47 @@ static gdn_status run_sequences(const gdn__problem *p) {
     return s;
 }
 
+/* Sequences b0 .. b0 + m - 1 of a batch-form call whose windows all have n tokens, as one dense problem over the
+ * pools (the slots travel beside it), into *chunk; its slots into slot[0 .. m - 1]. */
+static gdn_status chunk_problem(const gdn__problem *p, int64_t b0, int64_t m, int64_t n, gdn__problem *chunk, int32_t *slot) {
+    const gdn_delta_args *a = &p->a;
+    const int64_t t0 = b0 * n, qk = t0 * a->Hk * a->Dk, v = t0 * a->Hv * a->Dv, bt = t0 * a->Hv;
+    gdn_delta_args d = *a;
+    d.B = m, d.T = n;
+    d.q = (const char *)a->q + qk * (int64_t)p->dtype_size, d.k = (const char *)a->k + qk * (int64_t)p->dtype_size;
+    d.v = (const char *)a->v + v * (int64_t)p->dtype_size, d.y = (char *)a->y + v * (int64_t)p->dtype_size;
+    d.gate = a->gate + bt, d.beta = a->beta + bt;
+    d.mask = a->mask ? a->mask + t0 : NULL;
+    d.cu_seqlens = NULL, d.state_slot = NULL, d.slots = 0;
+    for (int64_t i = 0; i < m; ++i) slot[i] = a->state_slot ? a->state_slot[b0 + i] : (int32_t)(b0 + i);
+    return gdn__validate(&d, chunk);
+}
+
+/* The batch form in one launch per GDN_DEC_SLOTS sequences where that applies (CUDA, no kernel named, every window
+ * n <= 8 tokens long, no sequence skipped, a scalar gate): the streamed decode kernel over the pools. Each sequence
+ * gets its own dense call's bits (every kernel has the contract's). GDN_ERR_INELIGIBLE, nothing written, where it
+ * does not apply: every chunk is judged before the first launch. */
+static gdn_status run_batched(const gdn__problem *p) {
+    const gdn_delta_args *a = &p->a;
+    if (a->backend != GDN_BACKEND_CUDA || a->kernel || a->gate_kind == GDN_GATE_VECTOR) return GDN_ERR_INELIGIBLE;
+    const int64_t n = a->cu_seqlens ? a->cu_seqlens[1] - a->cu_seqlens[0] : a->T;
+    for (int64_t b = 0; b < a->B; ++b)
+        if ((a->cu_seqlens && a->cu_seqlens[b + 1] - a->cu_seqlens[b] != n) || (a->state_slot && a->state_slot[b] < 0))
+            return GDN_ERR_INELIGIBLE;
+    int32_t slot[GDN_DEC_SLOTS];
+    gdn_status s = GDN_OK;
+    for (int launch = 0; launch < 2; ++launch)
+        for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_DEC_SLOTS) {
+            const int64_t m = a->B - b0 < GDN_DEC_SLOTS ? a->B - b0 : GDN_DEC_SLOTS;
+            gdn__problem chunk;
+            s = chunk_problem(p, b0, m, n, &chunk, slot);
+            if (s == GDN_OK) s = gdn__cuda_decode_stream_slots(&chunk, slot, launch);
+            else if (!launch) s = GDN_ERR_INELIGIBLE;
+            if (s != GDN_OK && launch) return FAIL(s, "kernel cuda_decode (batch form): %s", gdn_status_str(s));
+        }
+    return s == GDN_OK ? s : GDN_ERR_INELIGIBLE;
+}
+
 gdn_status gdn_delta(const gdn_delta_args *args) {
     gdn__problem p;
     const gdn__kernel *kn = NULL;
@@ -223,7 +264,8 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     if (s != GDN_OK) return s;
     if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
-    s = per_sequence(&p.a) ? run_sequences(&p) : run_kernel(&p, kn, variant);
+    if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
+    else if ((s = run_batched(&p)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
     return s == GDN_OK ? gdn__ok() : s;
 }
 

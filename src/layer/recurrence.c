@@ -1,19 +1,19 @@
-/* The layer step's recurrence as gdn_delta calls, a sequence at a time, on either backend: the path of the staged
- * kernels (src/layer/cpu/staged.c, src/layer/cuda/staged.cu), so that a long window runs the fastest recurrence
- * kernel the router has, under the same contract. */
+/* The layer step's recurrence as gdn_delta calls, a sequence at a time (a uniform batch in one call), on either
+ * backend: the path of the staged kernels (src/layer/cpu/staged.c, src/layer/cuda/staged.cu), so that a long window
+ * runs the fastest recurrence kernel the router has, under the same contract. */
 #include <string.h>
 
 #include "gdn_internal.h"
 #include "layer/layer.h"
 
-/* Tokens [t0, t1) of sequence b: from the state `from` (NULL: zero), into `into` (NULL: not written). */
-static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *w, int64_t b, int64_t t0, int64_t t1,
-                         const float *from, float *into, const char *kernel) {
+/* The gdn_delta call over the stages' buffers from token s0: B sequences of T tokens each, from the state `from`
+ * (NULL: zero), into `into` (NULL: not written). */
+static gdn_status delta(const gdn__layer_problem *p, const gdn__layer_buffers *w, int64_t s0, int64_t B, int64_t T,
+                        const float *from, float *into, const int32_t *slot, const char *kernel) {
     const gdn_layer_args *a = &p->a;
-    const int64_t s0 = gdn__seq_start(p, b) + t0;
     gdn_delta_args d;
     memset(&d, 0, sizeof d);
-    d.B = 1, d.T = t1 - t0, d.Hk = a->Hk, d.Hv = a->Hv, d.Dk = a->Dk, d.Dv = a->Dv;
+    d.B = B, d.T = T, d.Hk = a->Hk, d.Hv = a->Hv, d.Dk = a->Dk, d.Dv = a->Dv;
     d.dtype = GDN_F32;
     d.q = w->q + s0 * a->Hk * a->Dk, d.k = w->k + s0 * a->Hk * a->Dk, d.v = w->v + s0 * a->Hv * a->Dv;
     d.y = w->o + s0 * a->Hv * a->Dv;
@@ -28,7 +28,26 @@ static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *
     d.kernel = kernel;
     d.threads = a->threads;
     d.cpu_runner = a->cpu_runner;
+    d.state_slot = slot, d.slots = slot ? a->slots : 0;
     return gdn_delta(&d);
+}
+
+/* Tokens [t0, t1) of sequence b: from the state `from` (NULL: zero), into `into` (NULL: not written). */
+static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *w, int64_t b, int64_t t0, int64_t t1,
+                         const float *from, float *into, const char *kernel) {
+    return delta(p, w, gdn__seq_start(p, b) + t0, 1, t1 - t0, from, into, NULL, kernel);
+}
+
+/* 1 when every sequence has a slot, none is fresh, all windows have one length and all commits are all or none of
+ * it, and there are no checkpoints: then the recurrence is one batch-form gdn_delta call over the pool (on CUDA one
+ * launch per 256 sequences), each sequence's bits those of its own call. */
+static int uniform(const gdn__layer_problem *p) {
+    const int64_t n = gdn__seq_len(p, 0), k = gdn__seq_commit(p, 0);
+    if (p->a.n_checkpoints || (k != 0 && k != n)) return 0;
+    for (int64_t b = 0; b < p->a.B; ++b)
+        if (gdn__seq_slot(p, b) < 0 || gdn__seq_fresh(p, b) || gdn__seq_len(p, b) != n || gdn__seq_commit(p, b) != k)
+            return 0;
+    return 1;
 }
 
 /* The state of one (sequence's) slot, `bytes` long, copied on the call's backend. */
@@ -70,6 +89,10 @@ static gdn_status sequence(const gdn__layer_problem *p, const gdn__layer_buffers
 }
 
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
+    if (p->a.B > 1 && uniform(p)) {
+        const int64_t n = gdn__seq_len(p, 0);
+        return delta(p, bufs, 0, p->a.B, n, p->a.state, gdn__seq_commit(p, 0) ? p->a.state : NULL, p->a.slot, delta_kernel);
+    }
     gdn_status s = GDN_OK;
     for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b)
         if (gdn__seq_slot(p, b) >= 0) s = sequence(p, bufs, b, delta_kernel);

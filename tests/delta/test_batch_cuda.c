@@ -1,6 +1,7 @@
 /* gdn_delta's batch form on CUDA. Without a device (or without a CUDA build): GDN_ERR_NO_DEVICE and nothing
  * written. With a device: the routed call and every eligible CUDA kernel on a few batches (mixed windows, decode
- * steps, skipped and permuted slots in a larger pool, in place, separate pools, state_out NULL with a shared slot)
+ * steps, uniform windows (one launch), skipped and permuted slots in a larger pool, in place, separate pools,
+ * state_out NULL with a shared slot)
  * bitwise equal to the CPU ref's batch form, y poisoned (0xFF bytes) first. */
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,9 @@ TEST(batch_gpu_equals_cpu_ref) {
     static const int32_t mixed[] = {1, 2, 7, 16, 33, 3}, mixed_slots[] = {5, 0, -1, 8, 2, 6};
     static const int32_t shared_slots[] = {5, 0, -1, 5, 2, 5};
     static const int32_t decode[] = {1, 1, 1, 2, 1, 1, 1, 1}, decode_slots[] = {7, 3, -1, 0, 9, 4, 1, 6};
+    /* uniform windows, every sequence with a slot: the one-launch path of the routed call */
+    static const int32_t ones[] = {1, 1, 1, 1, 1, 1, 1, 1}, threes[] = {3, 3, 3, 3, 3, 3, 3, 3}, twos[] = {2, 2, 2, 2, 2, 2, 2, 2};
+    static const int32_t permuted[] = {7, 3, 5, 0, 9, 4, 1, 6}, shared_all[] = {5, 0, 5, 8, 2, 5, 1, 1};
     const case_cfg bf16_vk = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_BF16, .gate_kind = GDN_GATE_RAW,
                               .beta_kind = GDN_BETA_LOGIT, .layout = GDN_STATE_VK, .mask = 1, .seed = 61};
     const case_cfg f32_kv = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_F32, .gate_kind = GDN_GATE_DECAY,
@@ -173,7 +177,10 @@ TEST(batch_gpu_equals_cpu_ref) {
                                  gpu_batch_of(mixed, mixed_slots, 6, 9, 1, f32_kv),
                                  gpu_batch_of(decode, decode_slots, 8, 10, 0, bf16_vk),
                                  gpu_batch_of(decode, decode_slots, 8, 10, 1, f32_kv),
-                                 gpu_batch_of(mixed, shared_slots, 6, 9, 2, vector)};
+                                 gpu_batch_of(mixed, shared_slots, 6, 9, 2, vector),
+                                 gpu_batch_of(ones, permuted, 8, 10, 0, bf16_vk),
+                                 gpu_batch_of(threes, permuted, 8, 10, 1, f32_kv),
+                                 gpu_batch_of(twos, shared_all, 8, 9, 2, bf16_vk)};
     int runs = 0;
     for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) check_gpu_batch(&batches[i], &runs);
     CHECK(runs >= 10, "only %d runs", runs);

@@ -235,16 +235,19 @@ TEST(layer_split_windows_equal_one_window) {
 }
 
 /* A sequence's outputs and pools do not depend on its slot, its place in the batch, the others' lengths or the
- * thread count; a skipped sequence's rows are zero and its slot untouched. */
+ * thread count; a skipped sequence's rows are zero and its slot untouched. Mixed windows, then a uniform batch
+ * (every window 3 tokens, every sequence with a slot: the recurrence in one batch-form call). */
 TEST(layer_sequences_are_independent) {
+  for (int uniform = 0; uniform < 2; ++uniform) {
     int32_t len[12] = {4, 1, 1, 7, 2, 1, 16, 3, 1, 5, 1, 2};
-    lcase_cfg g = cfg_of(2, 4, 32, 16, GDN_F32, 12, len, 60);
+    for (int b = 0; uniform && b < 12; ++b) len[b] = 3;
+    lcase_cfg g = cfg_of(2, 4, 32, 16, GDN_F32, 12, len, 60 + (uint64_t)uniform);
     g.slots = 40;
     lcase c;
     lrun batch;
     if (!lcase_init(&c, &g) || !lrun_init(&batch, &c, 0)) { CHECK(0, "allocation"); return; }
     for (int b = 0; b < 12; ++b) c.slot[b] = 37 - 3 * b;
-    c.slot[5] = -1;
+    if (!uniform) c.slot[5] = -1;
     CHECK(lcase_run(&c, &batch, NULL, 0) == GDN_OK, "%s", gdn_last_error());
     const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3, row = (size_t)(g.Hv * g.Dv);
     for (int b = 0; b < 12; ++b) {
@@ -288,6 +291,7 @@ TEST(layer_sequences_are_independent) {
     CHECK(untouched, "a slot no sequence names was written");
     lrun_free(&batch);
     lcase_free(&c);
+  }
 }
 
 /* fresh == a zeroed slot; A == -exp(A_log) given as A_log; hist_out separate == in place, hist_in untouched. */

@@ -94,7 +94,8 @@ typedef struct layer_cuda_case {
     int64_t Hk, Hv, D;
     gdn_dtype dtype;
     int B, n;           /* n > 0: every window n tokens; n < 0: mixed lengths 1 .. -n */
-    int mixed;          /* commits, verifies, skipped and fresh sequences, permuted slots */
+    int mixed;          /* 1: commits, verifies, skipped and fresh sequences, permuted slots; 2: permuted slots; 3: and
+                         * every sequence verifies */
     gdn_state_layout layout;
 } layer_cuda_case;
 
@@ -114,7 +115,11 @@ TEST(layer_cuda_kernels_equal_cpu) {
         {1, 2, 96, GDN_F32, 3, -3, 1, GDN_STATE_KV},       {2, 4, 64, GDN_BF16, 300, 1, 1, GDN_STATE_VK},
         /* the cluster shapes of cuda_fused: group 1 (8 column blocks), 4 (2), 5 and 8 (1) */
         {4, 4, 128, GDN_BF16, 3, -8, 1, GDN_STATE_VK},     {2, 8, 128, GDN_F32, 2, -8, 1, GDN_STATE_KV},
-        {1, 5, 128, GDN_F16, 2, -5, 1, GDN_STATE_VK},      {1, 8, 128, GDN_BF16, 3, 8, 1, GDN_STATE_VK}};
+        {1, 5, 128, GDN_F16, 2, -5, 1, GDN_STATE_VK},      {1, 8, 128, GDN_BF16, 3, 8, 1, GDN_STATE_VK},
+        /* uniform batches (permuted slots; 3: all verify): the recurrence in one batch-form call */
+        {2, 4, 64, GDN_F16, 5, 7, 3, GDN_STATE_VK},        {16, 32, 128, GDN_BF16, 8, 1, 2, GDN_STATE_VK},
+        {16, 48, 128, GDN_F32, 64, 4, 3, GDN_STATE_KV},    {16, 32, 128, GDN_BF16, 16, 2, 2, GDN_STATE_VK},
+        {16, 32, 128, GDN_BF16, 300, 1, 2, GDN_STATE_VK}};
     const int verbose = getenv("GDN_TEST_VERBOSE") != NULL;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
         const layer_cuda_case *k = &cases[ci];
@@ -128,7 +133,9 @@ TEST(layer_cuda_kernels_equal_cpu) {
         g.slots = k->B + 5;
         lcase c;
         if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
-        if (k->mixed)
+        if (k->mixed >= 2)
+            for (int b = 0; b < k->B; ++b) c.slot[b] = (int32_t)(g.slots - 1 - b), c.commit[b] = k->mixed == 3 ? 0 : g.len[b];
+        if (k->mixed == 1)
             for (int b = 0; b < k->B; ++b) {
                 c.slot[b] = (int32_t)(g.slots - 1 - b); /* distinct, reversed */
                 const uint64_t r = rng_u64(&rng) % 8;

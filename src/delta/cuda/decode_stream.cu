@@ -67,17 +67,26 @@ static __host__ __device__ __forceinline__ gdn_dec_smem gdn_dec_layout(int Dk, i
     return m;
 }
 
-/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group. 32-bit divisions: the launcher
- * keeps every item index below 2^31. */
-struct gdn_dec_item {
-    int64_t bh, b, h, hk, j0;
+/* The batch form's slots (gdn__cuda_decode_stream_slots), by value: sequence b of the launch uses state entry
+ * slot[b] of the pools. SL = false: the dense form, entry b (one unused word). */
+template <bool SL>
+struct gdn_dec_slots {
+    int32_t slot[SL ? GDN_DEC_SLOTS : 1];
 };
 
-__device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, unsigned u) {
+/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group; sbh = (its state entry) Hv + h.
+ * 32-bit divisions: the launcher keeps every item index below 2^31. */
+struct gdn_dec_item {
+    int64_t sbh, b, h, hk, j0;
+};
+
+template <bool SL>
+__device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, const gdn_dec_slots<SL> &sl, unsigned u) {
     const unsigned col_items = (unsigned)(a.Dv / GDN_DEC_COLS), Hv = (unsigned)a.Hv;
     const unsigned bh = u / col_items, b = bh / Hv, h = bh - b * Hv;
     gdn_dec_item I;
-    I.bh = bh; I.b = b; I.h = h; I.hk = h / (unsigned)a.group; I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
+    I.sbh = SL ? (int64_t)sl.slot[b] * Hv + h : (int64_t)bh;
+    I.b = b; I.h = h; I.hk = h / (unsigned)a.group; I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
     return I;
 }
 
@@ -101,13 +110,14 @@ __device__ __forceinline__ void gdn_dec_jitter(unsigned n, unsigned warp) {
     if ((x & 3u) == 0) __nanosleep(x >> 20);
 }
 
-template <int DT, bool VEC, int C, bool KV>
-__global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int ws) {
+template <int DT, bool VEC, int C, bool KV, bool SL>
+__global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1)
+    gdn_delta_decode_kernel(gdn_dev_args a, int64_t items, int stages, int ws, gdn_dec_slots<SL> sl) {
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
     if (blockIdx.x < items) { /* the block's first item, asked of L2 while the kernel before it may still run */
-        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x);
-        gdn_prefetch_columns<DT, VEC, KV, DK>(a, I.b, I.h, I.hk, I.j0);
+        const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x);
+        gdn_prefetch_columns<DT, VEC, KV, DK>(a, I.b, I.sbh / a.Hv, I.h, I.hk, I.j0);
     }
     gdn_grid_dependency_wait();
     const int T = (int)a.T, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -144,7 +154,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
         /* copy x: 0 the state piece, 1 + NR t + r row r of token t; one per lane */
         for (int x = lane; x < 1 + NR * T; x += 32) {
             if (x == 0) {
-                if (a.state_in) gdn_bulk_copy(st + m.st, a.state_in + (I.bh * a.Dv + I.j0) * DK, DK * GDN_DEC_COLS * 4, full + sg);
+                if (a.state_in) gdn_bulk_copy(st + m.st, a.state_in + (I.sbh * a.Dv + I.j0) * DK, DK * GDN_DEC_COLS * 4, full + sg);
                 continue;
             }
             const int t = (x - 1) / NR, r = (x - 1) % NR;
@@ -164,7 +174,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
         if (a.state_in) {
             /* 16-byte pieces: VK piece p = column p / (DK/4), keys 4 (p mod DK/4) ..; KV piece p = row p / 8,
              * columns 4 (p mod 8) .., stored at piece (p mod 8) xor ((row / C) mod 8) of the row */
-            const float *src = a.state_in + I.bh * DK * a.Dv;
+            const float *src = a.state_in + I.sbh * DK * a.Dv;
             for (int p = threadIdx.x; p < DK * GDN_DEC_COLS / 4; p += NT) {
                 if (KV) {
                     const int i = p >> 3, c = p & 7;
@@ -208,7 +218,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
     auto fill_table = [&](int n0, int mine) {
         const int x = threadIdx.x, n = n0 + x / T;
         if (x >= per_tab * T || n >= mine) return;
-        table_entry(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), x % T, x);
+        table_entry(gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x), x % T, x);
     };
 
     /* item I from stage `sg` (its tokens at table entries e0 ..): the state into registers, the tokens, the new
@@ -304,7 +314,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the bulk store */
             __syncwarp();
             if (lane == 0) {
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(a.state_out + (I.bh * a.Dv + I.j0 + jw) * DK),
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(a.state_out + (I.sbh * a.Dv + I.j0 + jw) * DK),
                              "r"(gdn_smem_addr(tile)), "r"(GDN_DEC_NCOL * DK * 4)
                              : "memory");
                 asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -313,7 +323,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
             return;
         }
         /* VK: column j0 + jw + n, keys lane*C .. lane*C + C-1, straight from registers */
-        float *out = a.state_out + I.bh * DK * a.Dv;
+        float *out = a.state_out + I.sbh * DK * a.Dv;
 #pragma unroll
         for (int n = 0; n < GDN_DEC_NCOL; ++n) gdn_lane_put<true>(out + (I.j0 + jw + n) * DK + lane * C, s[n]);
     };
@@ -321,7 +331,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
     /* KV: item I's new state from stage `sg` to state_out, whole 128-byte row pieces */
     auto write_rows = [&](const gdn_dec_item &I, int sg) {
         const unsigned char *st = sm + sg * m.stage + m.st;
-        float *out = a.state_out + I.bh * DK * a.Dv + I.j0;
+        float *out = a.state_out + I.sbh * DK * a.Dv + I.j0;
         for (int p = threadIdx.x; p < DK * 8; p += NT) {
             const int i = p >> 3, c = p & 7;
             __stcs((float4 *)(out + i * a.Dv + 4 * c), *(const float4 *)(st + gdn_kv_piece<C>(i, c)));
@@ -340,7 +350,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
             for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
                 if (jitter) gdn_dec_jitter(n, warp);
                 if (n >= stages) gdn_mbar_wait(empty + sg, ph ^ 1u);
-                const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
+                const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x);
                 if (lane < T) table_entry(I, lane, sg * T + lane);
                 __syncwarp();
                 issue_bulk(I, sg);
@@ -354,7 +364,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
         for (int n = 0, sg = 0, ph = 0; n < mine; ++n) {
             gdn_mbar_wait(full + sg, ph);
             if (jitter) gdn_dec_jitter(n, warp);
-            compute(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), sg, sg * T);
+            compute(gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x), sg, sg * T);
             __syncwarp();
             if (lane == 0) gdn_mbar_arrive(empty + sg);
             if (++sg == stages) sg = 0, ph ^= 1;
@@ -364,14 +374,14 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
     }
 #pragma unroll 1
     for (int n = 0; n < stages - 1; ++n) {
-        if (n < mine) issue(gdn_dec_item_of(a, blockIdx.x + n * gridDim.x), n);
+        if (n < mine) issue(gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x), n);
         gdn_cp_commit();
     }
     int sg = 0, ahead_sg = stages - 1, e0 = 0;
 #pragma unroll 1
     for (int n = 0; n < mine; ++n) {
         const int ahead = n + stages - 1;
-        if (ahead < mine) issue(gdn_dec_item_of(a, blockIdx.x + ahead * gridDim.x), ahead_sg);
+        if (ahead < mine) issue(gdn_dec_item_of(a, sl, blockIdx.x + ahead * gridDim.x), ahead_sg);
         gdn_cp_commit();
         /* the table's next items (the previous ones are no longer read: barrier at the end of the last item) */
         if (e0 == 0) fill_table(n, mine);
@@ -384,7 +394,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
             asm volatile("cp.async.wait_group 3;\n" ::: "memory");
         }
         __syncthreads(); /* item n's copies, from every thread, have landed; the table is written */
-        const gdn_dec_item I = gdn_dec_item_of(a, blockIdx.x + n * gridDim.x);
+        const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x);
         compute(I, sg, e0);
         __syncthreads(); /* stage sg is free for item n + stages (KV: holds item n's new state) */
         if (KV && a.state_out) {
@@ -400,8 +410,8 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1) gdn_
 /* `stages` deep (0: the default for the way it runs); a persistent grid of as many blocks as fit on the SMs, at most
  * max_blocks (0: no cap); ws: warp-specialized (VK only), 1 or 0, 2 with pauses (tests), or -1 where a block walks at least
  * GDN_DEC_BULK_ITEMS items, or two from GDN_DEC_WS_LONG_T tokens. */
-template <int DT, bool VEC, int C, bool KV>
-static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int ws) {
+template <int DT, bool VEC, int C, bool KV, bool SL>
+static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_blocks, int ws, const gdn_dec_slots<SL> &sl) {
     const gdn_dev_args a = gdn_dev_args_of(p);
     static int smem_ok = 0; /* this instantiation may use the opt-in shared memory */
     /* blocks per SM for (warp-specialized, ring depth): cached as (bytes << 32 | blocks) in one word, so a thread
@@ -418,13 +428,13 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
         else if (w) depth = a.T <= GDN_DEC_WS_SHORT_T ? GDN_DEC_STAGES_WS_SHORT : GDN_DEC_STAGES_WS;
         else depth = a.T < GDN_DEC_LONG_T ? GDN_DEC_STAGES : GDN_DEC_STAGES_LONG;
         bytes = depth * gdn_dec_layout(32 * C, (int)a.T, DT == GDN_F32 ? 4 : 2, VEC).stage + 3 * GDN_DEC_TAB * 4 + 2 * depth * 8;
-        if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV>, &smem_ok) != GDN_OK)
+        if (bytes > 48 * 1024 && gdn_cuda_allow_smem(gdn_delta_decode_kernel<DT, VEC, C, KV, SL>, &smem_ok) != GDN_OK)
             return GDN_ERR_DEVICE;
         uint64_t *slot = &occupancy[w][depth];
         const uint64_t cached = __atomic_load_n(slot, __ATOMIC_RELAXED);
         int per_sm = (int)(cached & 0xffffffffu);
         if (cached >> 32 != (uint64_t)bytes) {
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV>,
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gdn_delta_decode_kernel<DT, VEC, C, KV, SL>,
                                                               (GDN_DEC_WARPS + w) * 32, bytes) != cudaSuccess || per_sm < 1)
                 return GDN_ERR_DEVICE;
             __atomic_store_n(slot, (uint64_t)bytes << 32 | (uint64_t)per_sm, __ATOMIC_RELAXED);
@@ -443,23 +453,24 @@ static gdn_status gdn_launch_decode(const gdn__problem *p, int stages, int max_b
         ws = items >= GDN_DEC_BULK_ITEMS * grid || (a.T >= GDN_DEC_WS_LONG_T && items > grid);
         if (!ws && configure(0) != GDN_OK) return GDN_ERR_DEVICE;
     }
-    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV>, (unsigned)grid, (GDN_DEC_WARPS + (ws != 0)) * 32, bytes,
-                          p->a.stream, a, items, depth, ws);
+    return gdn_launch_pdl(gdn_delta_decode_kernel<DT, VEC, C, KV, SL>, (unsigned)grid, (GDN_DEC_WARPS + (ws != 0)) * 32, bytes,
+                          p->a.stream, a, items, depth, ws, sl);
 }
 
-template <int DT, bool VEC, bool KV>
-static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks, int ws) {
+template <int DT, bool VEC, bool KV, bool SL>
+static gdn_status gdn_decode_dk(const gdn__problem *p, int stages, int max_blocks, int ws, const gdn_dec_slots<SL> &sl) {
     switch (p->a.Dk) {
-    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks, ws);
-    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks, ws);
-    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks, ws);
-    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks, ws);
+    case 32: return gdn_launch_decode<DT, VEC, 1, KV>(p, stages, max_blocks, ws, sl);
+    case 64: return gdn_launch_decode<DT, VEC, 2, KV>(p, stages, max_blocks, ws, sl);
+    case 128: return gdn_launch_decode<DT, VEC, 4, KV>(p, stages, max_blocks, ws, sl);
+    default: return gdn_launch_decode<DT, VEC, 8, KV>(p, stages, max_blocks, ws, sl);
     }
 }
 
-template <int DT, bool VEC>
-static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks, int ws) {
-    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, ws) : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, ws);
+template <int DT, bool VEC, bool SL>
+static gdn_status gdn_decode_layout(const gdn__problem *p, int stages, int max_blocks, int ws, const gdn_dec_slots<SL> &sl) {
+    return p->a.state_layout == GDN_STATE_KV ? gdn_decode_dk<DT, VEC, true>(p, stages, max_blocks, ws, sl)
+                                             : gdn_decode_dk<DT, VEC, false>(p, stages, max_blocks, ws, sl);
 }
 
 extern "C" {
@@ -479,8 +490,21 @@ gdn_status gdn__cuda_decode_stream(const gdn__problem *p, int stages, int blocks
         return GDN_ERR_INELIGIBLE;
     /* the kernel's ws: -1 chosen by items per block and tokens, 0 block-synchronous, 1 warp-specialized, 2 with pauses */
     const int ws = mode == GDN__DECODE_SYNC ? 0 : mode == GDN__DECODE_WS ? 1 : mode == GDN__DECODE_WS_PAUSES ? 2 : -1;
+    const gdn_dec_slots<false> dense = {{0}};
     return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) {
-        return gdn_decode_layout<dt.value, vec.value>(p, stages, blocks, ws);
+        return gdn_decode_layout<dt.value, vec.value>(p, stages, blocks, ws, dense);
+    });
+}
+
+gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {
+    if (!gdn__cuda_decode_stream_eligible(p) || p->a.B > GDN_DEC_SLOTS || p->a.gate_kind == GDN_GATE_VECTOR)
+        return GDN_ERR_INELIGIBLE;
+    if (!launch) return GDN_OK;
+    gdn_dec_slots<true> sl;
+    for (int64_t b = 0; b < p->a.B; ++b) sl.slot[b] = slot[b];
+    return gdn_dispatch_dtype_gate(p, [&](auto dt, auto vec) {
+        if constexpr (vec.value) return GDN_ERR_INELIGIBLE; /* not instantiated: vector gates run a sequence at a time */
+        else return gdn_decode_layout<dt.value, false>(p, 0, 0, -1, sl);
     });
 }
 

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int64_t sbase = bh * DK * a.Dv;
 
     /* everything the block reads, asked of L2 while the kernel before it may still run */
-    gdn_prefetch_columns<DT, VEC, KV, DK>(a, b, h, hk, j0);
+    gdn_prefetch_columns<DT, VEC, KV, DK>(a, b, b, h, hk, j0);
     gdn_grid_dependency_wait();
 
     /* lane t < T: the raw gate, beta and mask bit of token t (and the head's A_log, dt_bias), loaded first: the gate's

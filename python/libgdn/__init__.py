@@ -1,0 +1,42 @@
+"""libgdn: the Gated DeltaNet recurrence and layer step, the same bits on every kernel, CPU and CUDA.
+
+    delta(q, k, v, gate, beta, ...)        gdn_delta: the recurrence, dense or varlen (cu_seqlens) over state pools
+    layer(qkv, z, alpha, beta, ...)        gdn_layer: the layer step after the input projections, over state and
+                                           conv-history pools (slots, commit, fresh, checkpoints)
+    fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
+                                           flash-linear-attention's signatures (and vLLM's ssm_state_indices)
+    GatedDeltaNetLayer, GatedDeltaNetCache a torch module in place of transformers' Qwen3NextGatedDeltaNet, its
+                                           states in libgdn's pools
+
+numpy arrays (host) and torch tensors (CPU, or CUDA on torch's current stream) are read and written in place, no
+copy. With torch installed the calls on tensors are the custom ops torch.ops.libgdn.delta and .layer (torch.compile,
+CUDA graphs). capi is the C API through ctypes, for raw pointers. python/README.md has the details.
+"""
+import importlib.util
+
+from . import capi
+
+__all__ = ["capi", "delta", "layer", "kernels", "layer_kernels", "cuda_devices"]
+if importlib.util.find_spec("torch") is None:
+    from .calls import delta, layer
+else:  # the same functions, torch tensors through the custom ops
+    from .torch_ops import delta, layer
+    from .fla import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+    from .qwen3_next import GatedDeltaNetCache, GatedDeltaNetLayer
+    __all__ += ["fused_recurrent_gated_delta_rule", "chunk_gated_delta_rule", "GatedDeltaNetLayer",
+                "GatedDeltaNetCache"]
+
+
+def kernels():
+    """gdn_delta's kernels in routing order: (name, 'cpu' or 'cuda', [named variants])."""
+    return [(n, "cuda" if b == capi.BACKEND_CUDA else "cpu", v) for n, b, v in capi.kernels(capi.lib())]
+
+
+def layer_kernels():
+    """gdn_layer's kernels in routing order."""
+    return capi.layer_kernels(capi.lib())
+
+
+def cuda_devices():
+    """The CUDA devices this build of libgdn can use (0 without a CUDA build or without a device)."""
+    return capi.lib().gdn_device_count(capi.BACKEND_CUDA)

@@ -1,0 +1,50 @@
+"""The C API layer: python/test_gdn_py.py (the structs against the C compiler, raw gdn_layer / gdn_delta calls on
+ctypes arrays) on the library the package loaded; the library's lookup; python/gdn.py, the old name."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import libgdn
+from libgdn import capi
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def test_struct_layouts_and_raw_calls():
+    out = subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "test_gdn_py.py"), capi.lib().path],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip().endswith(" passed, 0 failed"), out.stdout + out.stderr
+
+
+def test_library_lookup():
+    here = os.path.dirname(os.path.abspath(libgdn.__file__))
+    cands = capi.library_candidates()
+    assert os.path.join(here, "libgdn.so") in cands and cands[-1].endswith(os.path.join("build", "pic", "libgdn.so"))
+    assert os.path.exists(capi.lib().path)
+
+
+def test_the_installed_library_is_not_the_testing_build():
+    """pip install . ships GDN_TESTING=OFF: no test-only kernel variant (in a CUDA build, cuda_decode's
+    stream_ws_pauses); a checkout's build/pic library may be the testing build."""
+    if not capi.lib().path.startswith(os.path.dirname(os.path.abspath(libgdn.__file__))):
+        pytest.skip("the library is a checkout's (%s), not the package's" % capi.lib().path)
+    assert all("pauses" not in v for _, _, variants in libgdn.kernels() for v in variants)
+
+
+def test_gdn_py_keeps_the_old_names():
+    sys.path.insert(0, PYTHON_DIR)
+    try:
+        import gdn
+    finally:
+        sys.path.remove(PYTHON_DIR)
+    assert gdn.DeltaArgs is capi.DeltaArgs and gdn.STATE_KV == capi.STATE_KV and gdn.load is capi.load
+    Hk, Hv, Dk, Dv = 1, 2, 16, 8
+    C = 2 * Hk * Dk + Hv * Dv
+    state, hist = torch.zeros(2 * Hv * Dk * Dv), torch.zeros(2 * C * 3)
+    y = gdn.layer(None, torch.randn(3 * C), torch.randn(3, Hv * Dv), torch.randn(3 * Hv), torch.randn(3 * Hv),
+                  torch.randn(C * 4), torch.ones(Hv), torch.ones(Dv), state, hist, A_log=torch.zeros(Hv), Hk=Hk,
+                  Hv=Hv, Dk=Dk, Dv=Dv, state_layout=gdn.STATE_KV)
+    assert y.shape == (3, Hv, Dv) and state.abs().sum() > 0

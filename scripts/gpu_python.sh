@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Python package's tests on the GPU machine, CUDA tests included: libgdn.so built with CUDA (`make shared
+# GDN_CUDA=1`: build/pic/libgdn.so, which python/libgdn loads in a checkout), pytest from the wheels in .whl/ where
+# the machine has none (pytest, pluggy, iniconfig, packaging: pure Python), then python/tests. Logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp}
+if ! make shared GDN_CUDA=1 J="$(nproc)" > "$OUT/python_build.log" 2>&1; then
+    tail -30 "$OUT/python_build.log"
+    exit 1
+fi
+if ! python3 -c "import pytest" 2> /dev/null && ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pytest -q -rs -p no:cacheprovider python/tests 2>&1 | tee "$OUT/python_tests.log"
+exit "${PIPESTATUS[0]}"
