@@ -110,6 +110,10 @@ typedef struct gdn__layer_buffers {
  * from the slot's state (zero when fresh), o for all n tokens; with a commit after k the first k tokens write the
  * state back and the rest read it. `delta_kernel`: a gdn_delta kernel name, or NULL for the router. */
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel);
+/* 1 when every sequence has a slot, none is fresh, all windows have one length and all commits are all or none of
+ * it, and there are no checkpoints: then the recurrence is one batch-form gdn_delta call over the pool (on CUDA one
+ * launch per 256 sequences), each sequence's bits those of its own call. */
+int gdn__layer_uniform(const gdn__layer_problem *p);
 
 /* The CPU stages (src/layer/cpu/staged.c): conv, norms and gates into f32 buffers, the recurrence through
  * gdn_delta per sequence (`delta_kernel`: a name, or NULL for the router), the gated norm, the histories. */

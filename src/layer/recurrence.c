@@ -38,10 +38,7 @@ static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *
     return delta(p, w, gdn__seq_start(p, b) + t0, 1, t1 - t0, from, into, NULL, kernel);
 }
 
-/* 1 when every sequence has a slot, none is fresh, all windows have one length and all commits are all or none of
- * it, and there are no checkpoints: then the recurrence is one batch-form gdn_delta call over the pool (on CUDA one
- * launch per 256 sequences), each sequence's bits those of its own call. */
-static int uniform(const gdn__layer_problem *p) {
+int gdn__layer_uniform(const gdn__layer_problem *p) {
     const int64_t n = gdn__seq_len(p, 0), k = gdn__seq_commit(p, 0);
     if (p->a.n_checkpoints || (k != 0 && k != n)) return 0;
     for (int64_t b = 0; b < p->a.B; ++b)
@@ -89,7 +86,7 @@ static gdn_status sequence(const gdn__layer_problem *p, const gdn__layer_buffers
 }
 
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
-    if (p->a.B > 1 && uniform(p)) {
+    if (p->a.B > 1 && gdn__layer_uniform(p)) {
         const int64_t n = gdn__seq_len(p, 0);
         return delta(p, bufs, 0, p->a.B, n, p->a.state, gdn__seq_commit(p, 0) ? p->a.state : NULL, p->a.slot, delta_kernel);
     }

@@ -229,7 +229,13 @@ int gdn__layer_cuda_fused_eligible(const gdn__layer_problem *p) {
            fused_splits(p->group) > 0 && p->max_len <= FUSED_MAX_LEN && a->n_checkpoints == 0 && gdn_aligned16(a->state) &&
            a->Hv * fused_splits(p->group) <= 0x7fffffff;
 }
-int gdn__layer_cuda_fused_routed(const gdn__layer_problem *p) { return gdn__layer_cuda_fused_eligible(p); }
+/* Routed where eligible, except uniform batches of 8 or more sequences: their one-launch recurrence in cuda_staged
+ * streams the states at the copy bandwidth while the fused kernel's clusters run in waves of a few blocks per SM
+ * (H200, Hv 32, decode: B=8 25.2 us against 29.6, B=64 105 against 203, B=256 370 against 806; verify n=7 at B=64
+ * 236 against 388: docs/PERFORMANCE.md, "The layer step"). */
+int gdn__layer_cuda_fused_routed(const gdn__layer_problem *p) {
+    return gdn__layer_cuda_fused_eligible(p) && !(p->a.B >= 8 && gdn__layer_uniform(p));
+}
 
 gdn_status gdn__layer_cuda_fused(const gdn__layer_problem *p) {
     const gdn_layer_dev d = gdn_layer_dev_of(p);
