@@ -234,8 +234,8 @@ static gdn_status chunk_problem(const gdn__problem *p, int64_t b0, int64_t m, in
 /* The batch form in one launch per GDN_DEC_SLOTS sequences where that applies (CUDA, no kernel named, every window
  * n <= 8 tokens long, no sequence skipped, a scalar gate): the streamed decode kernel over the pools. Each sequence
  * gets its own dense call's bits (every kernel has the contract's). GDN_ERR_INELIGIBLE, nothing written, where it
- * does not apply: every chunk is judged before the first launch. */
-static gdn_status run_batched(const gdn__problem *p) {
+ * does not apply: every chunk is judged before the first launch. launch = 0: only judges. */
+static gdn_status run_batched(const gdn__problem *p, int launch) {
     const gdn_delta_args *a = &p->a;
     if (a->backend != GDN_BACKEND_CUDA || a->kernel || a->gate_kind == GDN_GATE_VECTOR) return GDN_ERR_INELIGIBLE;
     const int64_t n = a->cu_seqlens ? a->cu_seqlens[1] - a->cu_seqlens[0] : a->T;
@@ -244,14 +244,14 @@ static gdn_status run_batched(const gdn__problem *p) {
             return GDN_ERR_INELIGIBLE;
     int32_t slot[GDN_DEC_SLOTS];
     gdn_status s = GDN_OK;
-    for (int launch = 0; launch < 2; ++launch)
+    for (int pass = 0; pass <= launch; ++pass) /* pass 0 judges every chunk, pass 1 launches */
         for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_DEC_SLOTS) {
             const int64_t m = a->B - b0 < GDN_DEC_SLOTS ? a->B - b0 : GDN_DEC_SLOTS;
             gdn__problem chunk;
             s = chunk_problem(p, b0, m, n, &chunk, slot);
-            if (s == GDN_OK) s = gdn__cuda_decode_stream_slots(&chunk, slot, launch);
-            else if (!launch) s = GDN_ERR_INELIGIBLE;
-            if (s != GDN_OK && launch) return FAIL(s, "kernel cuda_decode (batch form): %s", gdn_status_str(s));
+            if (s == GDN_OK) s = gdn__cuda_decode_stream_slots(&chunk, slot, pass);
+            else if (!pass) s = GDN_ERR_INELIGIBLE;
+            if (s != GDN_OK && pass) return FAIL(s, "kernel cuda_decode (batch form): %s", gdn_status_str(s));
         }
     return s == GDN_OK ? s : GDN_ERR_INELIGIBLE;
 }
@@ -265,7 +265,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
-    else if ((s = run_batched(&p)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
+    else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
     return s == GDN_OK ? gdn__ok() : s;
 }
 
@@ -275,7 +275,7 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
     const gdn_status s = pick(args, &p, &kn, &variant);
-    if (s == GDN_OK) *kernel_name = kn->name;
+    if (s == GDN_OK) *kernel_name = per_sequence(&p.a) && run_batched(&p, 0) == GDN_OK ? "cuda_decode" : kn->name;
     return s == GDN_OK ? gdn__ok() : s;
 }
 
