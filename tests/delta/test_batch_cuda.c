@@ -141,6 +141,14 @@ static void check_gpu_batch(const gpu_batch *bt, int *runs) {
         CHECK(cudaMemset(d_y, 0xff, ny) == cudaSuccess);
         CHECK(start ? cudaMemcpy(d_out, start, n_pool * 4, cudaMemcpyHostToDevice) == cudaSuccess
                     : cudaMemset(d_out, 0xff, n_pool * 4) == cudaSuccess);
+        if (k < 0) { /* uniform windows, every slot >= 0, a scalar gate: one launch, named cuda_decode */
+            int uniform = g->gate_kind != GDN_GATE_VECTOR;
+            for (int64_t b = 0; b < bt->B; ++b)
+                uniform &= bt->slot[b] >= 0 && bt->cu[b + 1] - bt->cu[b] == bt->cu[1] && bt->cu[1] <= 8;
+            const char *routed = NULL;
+            CHECK(gdn_route(&a, &routed) == GDN_OK && (!uniform || strcmp(routed, "cuda_decode") == 0),
+                  "routed to %s (uniform %d)", routed ? routed : "?", uniform);
+        }
         CHECK(gdn_delta(&a) == GDN_OK, "%s: %s (%s)", name, gdn_last_error(), case_describe(g));
         CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s", name);
         CHECK(cudaMemcpy(y, d_y, ny, cudaMemcpyDeviceToHost) == cudaSuccess &&
