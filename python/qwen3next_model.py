@@ -216,7 +216,7 @@ def speculative(model, pools, adapters, prompt, plain, n=4, seed=1):
     for ad in adapters:
         ad.trace = None
     while len(tokens) < steps:
-        drafts = [int(t) for t in plain[len(tokens):len(tokens) + n - 1]]
+        drafts = [int(t) for t in plain[len(tokens):min(len(tokens) + n - 1, steps - 1)]]  # ends at `steps`
         wrong = int(torch.randint(0, n, (1,), generator=g))  # n - 1: no draft replaced
         if wrong < len(drafts):
             drafts[wrong] = (drafts[wrong] + 1) % V
@@ -245,7 +245,7 @@ def speculative(model, pools, adapters, prompt, plain, n=4, seed=1):
         tokens += drafts[:m] + [target[m]]
         stats["rounds"] += 1
         stats["accepted"][k] = stats["accepted"].get(k, 0) + 1
-    return torch.tensor(tokens[:steps]), stats
+    return torch.tensor(tokens), stats
 
 
 def run(shape="tiny", layers=4, steps=128, prompt_len=16, device="cpu", dtype=torch.float32, seed=0, n=4,
