@@ -13,7 +13,9 @@ and are compared:
 - layer_bits: for each GDN layer, the layer-step inputs (qkv, z, alpha, beta) its calls saw over the prefill and
   the decode steps, run again as one long prefill: y and the final state and history bit for bit. (At the model
   level the inputs of a token differ by the window: torch's matrix products give other bits to a row of M = 1 than
-  to the same row of M = T, so the bitwise claim is for the same layer inputs.)
+  to the same row of M = T, so the bitwise claim is for the same layer inputs.) hf_split: transformers' own
+  pipeline after the projections on the same layer inputs, split the same way (a chunked prefill, then recurrent
+  steps) against its one chunked prefill.
 - against transformers' own implementation (the model as transformers runs it: its torch fallbacks where fla is
   absent, or with fallback=True forced; fla's kernels where it is installed on CUDA): the tokens each decodes
   (agreement, first divergence) and, fed transformers' tokens, the max logit difference over the steps.
@@ -186,6 +188,53 @@ def layer_bits(adapters, pools):
     return out
 
 
+def hf_layer_split(model, adapters):
+    """transformers' GDN pipeline after the projections (its conv, torch fallbacks and gated norm, as
+    python/check_transformers.py runs them) on the libgdn layers' traced inputs: one prefill of all tokens (the
+    chunked fallback) against the traced split (a chunked prefill, then recurrent one-token steps with
+    causal_conv1d_update). {layer: (y rel, state rel)}: what transformers' own stack gives where libgdn's is 0."""
+    import hf_qwen3next
+    import torch.nn.functional as F
+    _, m, _ = hf_qwen3next.modeling()
+    fallbacks, conv_update = hf_qwen3next.torch_fallbacks(m)
+    out = {}
+    for ad in adapters:
+        mod = model.model.layers[ad.layer_idx].linear_attn
+        Hk, Hv, Dk, Dv = mod.num_k_heads, mod.num_v_heads, mod.head_k_dim, mod.head_v_dim
+
+        def step(x, zz, aa, bb, conv_state, state):
+            t = x.shape[0]
+            x = x[None].transpose(1, 2)
+            if conv_state is None:
+                conv_state = F.pad(x, (mod.conv_kernel_size - t, 0))
+                x = F.silu(mod.conv1d(x)[:, :, :t])
+                fn = fallbacks["chunk"]
+            else:
+                x = conv_update(x, conv_state, mod.conv1d.weight.squeeze(1), mod.conv1d.bias, mod.activation)
+                fn = fallbacks["recurrent"]
+            q, k, v = torch.split(x.transpose(1, 2), [mod.key_dim, mod.key_dim, mod.value_dim], dim=-1)
+            g = -mod.A_log.float().exp() * F.softplus(aa[None].float() + mod.dt_bias)
+            o, state = fn(q.reshape(1, t, Hk, Dk), k.reshape(1, t, Hk, Dk), v.reshape(1, t, Hv, Dv), g=g,
+                          beta=bb[None].sigmoid(), initial_state=state, output_final_state=True,
+                          use_qk_l2norm_in_kernel=True)
+            return mod.norm(o.reshape(-1, Dv), zz.reshape(-1, Dv)).reshape(t, Hv, Dv), state, conv_state
+
+        with torch.no_grad():
+            qkv, z, a, b = (torch.cat([c[j] for c in ad.trace]) for j in range(4))
+            one, s_one, _ = step(qkv, z, a, b, None, None)
+            ys, st, cs = [], None, None
+            lo = 0
+            for c in ad.trace:
+                hi = lo + c[0].shape[0]
+                y, st, cs = step(qkv[lo:hi], z[lo:hi], a[lo:hi], b[lo:hi], cs, st)
+                ys.append(y)
+                lo = hi
+            split = torch.cat(ys)
+        rel = lambda x, r: ((x.float() - r.float()).abs().max() / r.float().abs().max()).item()
+        out[ad.layer_idx] = (rel(split, one), rel(st, s_one))
+    return out
+
+
 def cpu_bits(adapters, pools):
     """Per GDN layer of a CUDA model: its traced calls again on CPU, call for call (a prefill, then one-token
     steps): {layer: (y equal, state equal, history equal)}."""
@@ -272,6 +321,7 @@ def run(shape="tiny", layers=4, steps=128, prompt_len=16, device="cpu", dtype=to
     r["layer_bits"] = layer_bits(adapters, pools)
     if device != "cpu":
         r["cpu_bits"] = cpu_bits(adapters, pools)
+    r["hf_split"] = hf_layer_split(theirs, adapters)
     for ad in adapters:
         ad.trace = None
     # transformers' own implementation
@@ -307,6 +357,9 @@ def report(r, log=print):
     for i, (y, s, h) in sorted(r.get("cpu_bits", {}).items()):
         log("layer %d: CUDA against CPU on the same layer inputs: y %s, state %s, history %s"
             % (i, *("equal" if x else "DIFFERENT" for x in (y, s, h))))
+    for i, (y, st) in sorted(r["hf_split"].items()):
+        log("layer %d: transformers' pipeline (chunked prefill, recurrent steps) on the same layer inputs against its "
+            "one chunked prefill: y rel %.1e, state rel %.1e" % (i, y, st))
     log("transformers ran: %s" % ", ".join("%s %s" % (k, v.split(".")[-1] if v.startswith("transformers.") else v)
                                            for k, v in r["transformers_picked"].items()))
     log("tokens: %d distinct of %d, first %s" % (len(set(r["tokens"].tolist())), len(r["tokens"]),
