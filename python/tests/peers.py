@@ -80,10 +80,11 @@ def inputs(B, T, Hk, Hv, D, dtype=torch.float32, gate="decay", mask=False, hosti
     """One case's inputs, as every implementation gets them. q, k: unit rows (L2-normalised in float64, then
     rounded to dtype); v N(0, 1) in dtype; beta in (0, 1) as its logit b (f32) and sigmoid(b) (f32); the gate as
     the raw a ~ N(0, 1) with A_log ~ U(-3, -1), dt_bias ~ U(-1, 1) (f32; the decay
-    exp(-exp(A_log) softplus(a + dt_bias)) in (0.46, 0.999), 98% of it in (0.61, 0.99), median 0.92), its decay g (f32), log g (f32), or a vector gate [B, T, Hv, D] (f32) in (0.6, 1).
+    exp(-exp(A_log) softplus(a + dt_bias)) in (0.46, 0.999), 98% of it in (0.61, 0.99), median 0.92), its decay g
+    (f32), log g (f32), or a vector gate [B, T, Hv, D] (f32) in (0.6, 1).
     hostile: log g in [-0.1, 0] with "zero": g = 0 exactly (log g = -inf, a = +inf) at token T/2 - 3 of sequence
-    0 only, or "huge": log g = -1e5 (g = 0 in f32: a reset) at token 3 of every 64 (each chunk of transformers'). mask: sequence 0 real for all its tokens, the others padded
-    (0) on every fourth token and on the last T/4."""
+    0 only, or "huge": log g = -1e5 (g = 0 in f32: a reset) at token 3 of every 64 (each chunk of transformers').
+    mask: sequence 0 real for all its tokens, the others padded (0) on every fourth token and on the last T/4."""
     g = torch.Generator().manual_seed(seed)
     n = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)
     unit = lambda x: (x / x.norm(dim=-1, keepdim=True)).to(dtype)
