@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-pytest.importorskip("transformers.models.qwen3_next.modeling_qwen3_next")
+pytest.importorskip("transformers.models.qwen3_next.modeling_qwen3_next", exc_type=ImportError)
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import qwen3next_model as qm  # noqa: E402
 
