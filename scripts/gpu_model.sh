@@ -4,7 +4,8 @@
 # CUDA: per GDN layer, the CUDA calls against the same layer inputs on CPU (y, state, history bit for bit) and against
 # one long prefill; the speculative rounds; and transformers' own model beside it, once with its torch fallbacks on
 # CUDA and once as transformers picks (fla's kernels where fla is installed), f32 then bf16. Then the peers' recurrence
-# table on this machine's CPU (python/tests/peers.py). Logs go to $OUT.
+# table with libgdn, transformers' fallbacks and fla's two kernels on CUDA (python/tests/peers.py --device cuda).
+# Logs go to $OUT.
 #
 #   bash scripts/gpu_model.sh
 #
@@ -36,6 +37,6 @@ for dtype in float32 bfloat16; do
         ((PIPESTATUS[0] == 0)) || rc=1
     done
 done
-echo "== the peers' recurrence (CPU)"
-python3 python/tests/peers.py 2>&1 | tee "$OUT/peers.log"
+echo "== the peers' recurrence: libgdn, transformers' fallbacks and fla on CUDA, beside float64"
+python3 python/tests/peers.py --device cuda 2>&1 | tee "$OUT/peers.log"
 exit "$rc"

@@ -1,6 +1,7 @@
 """The peers' gated delta rules on the inputs libgdn gets, for tolerance tests (test_peers.py) and docs/PEERS.md.
 
-    python python/tests/peers.py        # the table of docs/PEERS.md (markdown), on this machine's peers
+    python python/tests/peers.py                  # the table of docs/PEERS.md (markdown), on this machine's peers
+    python python/tests/peers.py --device cuda    # libgdn, transformers' fallbacks and fla's kernels on CUDA
 
 Peers, each imported at call time (a missing one is reported, not an error):
 - mlx-lm's reference recurrence, `gated_delta_ops` (decay gate [B, T, Hv] or a vector gate [B, T, Hv, Dk], a mask
@@ -12,6 +13,8 @@ Peers, each imported at call time (a missing one is reported, not an error):
   `torch_chunk_gated_delta_rule` (unwrapped from its hub-kernel decorators: python/hf_qwen3next.py), with the gate in
   log space (g = log decay), use_qk_l2norm_in_kernel=False, state [B, Hv, Dk, Dv] ("kv"). Scalar gates, no masks
   (the module zeroes padded tokens' inputs instead).
+- flash-linear-attention's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule (--device cuda only: Triton
+  kernels), the log-space gate (gk for the vector gate, fused_recurrent only), no mask, state [B, Hv, Dk, Dv].
 - libgdn.delta, the matching gate kind (decay, vector, log_decay, raw; beta direct or logit).
 - The float64 reference (reference.py, from docs/CONTRACT.md) on the same inputs: q, k, v as rounded to the
   activation dtype, the gates and betas as f32, everything then in binary64.
@@ -133,11 +136,20 @@ def reference(c):
 
 # ---- the implementations: each (y [B, T, Hv, D] in the activation dtype, state [B, Hv, Dk, Dv] f32) ----
 
+DEVICE = "cpu"  # where libgdn, transformers' fallbacks and fla run (main's --device); the reference runs on CPU
+
+
+def dev(c):
+    """The case's tensors on DEVICE."""
+    return {k: (x.to(DEVICE) if torch.is_tensor(x) else x) for k, x in c.items()}
+
+
 def run_libgdn(c, kind):
     """kind: "decay", "log_decay", "vector" or "raw" (with the beta logit)."""
     import libgdn
+    c = dev(c)
     B, Hv, D = c["B"], c["Hv"], c["D"]
-    state = torch.zeros(B, Hv, D, D)
+    state = torch.zeros(B, Hv, D, D, device=DEVICE)
     kw = dict(state_out=state, state_layout="kv", scale=c["scale"])
     if "mask" in c:
         kw["mask"] = c["mask"].to(torch.uint8)
@@ -147,7 +159,7 @@ def run_libgdn(c, kind):
     else:
         gate = c["lg"] if kind == "log_decay" else c["g"]
         y = libgdn.delta(c["q"], c["k"], c["v"], gate.contiguous(), c["beta"], gate_kind=kind, **kw)
-    return y, state
+    return y.cpu(), state.cpu()
 
 
 def _to_mx(mx, x):
@@ -179,10 +191,44 @@ def run_mlx(c, which):
 
 def run_hf(c, which):
     """which: "recurrent" or "chunk" (chunk_size 64)."""
-    fn = hf()[which]
+    fn, c = hf()[which], dev(c)
     y, s = fn(c["q"], c["k"], c["v"], g=c["lg"], beta=c["beta"], initial_state=None, output_final_state=True,
               use_qk_l2norm_in_kernel=False)
-    return y, s.float()
+    return y.cpu(), s.float().cpu()
+
+
+def _fla():
+    """flash-linear-attention's two gated delta rules (CUDA only), or None."""
+    global FLA_WHY
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+        import importlib.metadata as md
+        FLA_WHY = "fla %s" % md.version("fla-core")
+    except Exception as e:  # noqa: BLE001
+        FLA_WHY = "fla: %s: %s" % (type(e).__name__, e)
+        return None
+    if DEVICE == "cpu":
+        FLA_WHY = "fla: its kernels need a CUDA device (--device cuda)"
+        return None
+    return {"chunk": chunk_gated_delta_rule, "fused_recurrent": fused_recurrent_gated_delta_rule}
+
+
+FLA_WHY = None
+
+
+def run_fla(c, which):
+    """fla's chunk_gated_delta_rule or fused_recurrent_gated_delta_rule (log-space gate g, or gk [B, T, Hv, Dk] for
+    the vector gate, fused_recurrent only), its state [B, Hv, Dk, Dv]."""
+    fn, c = _fla()[which], dev(c)
+    gate = dict(gk=torch.log(c["g"])) if c["gate"] == "vector" else dict(g=c["lg"])
+    try:
+        y, s = fn(c["q"], c["k"], c["v"], beta=c["beta"], scale=c["scale"], initial_state=None,
+                  output_final_state=True, **gate)
+    except Exception:  # noqa: BLE001 (a build that wants beta in q's dtype: rounded, as bench/gpu_compare.py does)
+        y, s = fn(c["q"], c["k"], c["v"], beta=c["beta"].to(c["q"].dtype), scale=c["scale"], initial_state=None,
+                  output_final_state=True, **gate)
+    torch.cuda.synchronize()
+    return y.cpu(), s.float().cpu()
 
 
 # name: (runner, the package it needs); LIBGDN_KIND: the libgdn gate kind on the same inputs (None: the case's)
@@ -191,24 +237,30 @@ IMPLS = {
     "mlx gated_delta_update": (lambda c: run_mlx(c, "update"), "mlx"),
     "transformers recurrent": (lambda c: run_hf(c, "recurrent"), "hf"),
     "transformers chunk": (lambda c: run_hf(c, "chunk"), "hf"),
+    "fla chunk": (lambda c: run_fla(c, "chunk"), "fla"),  # --device cuda only (main)
+    "fla fused_recurrent": (lambda c: run_fla(c, "fused_recurrent"), "fla"),
 }
 LIBGDN_KIND = {"mlx gated_delta_ops": None, "mlx gated_delta_update": "raw", "transformers recurrent": "log_decay",
-               "transformers chunk": "log_decay"}
+               "transformers chunk": "log_decay", "fla chunk": "log_decay", "fla fused_recurrent": None}
 
 
 def libgdn_kind(case, impl):
     k = LIBGDN_KIND[impl]
-    return k if k is not None else ("vector" if case["gate"] == "vector" else "decay")
+    if k is None and case["gate"] == "vector":
+        return "vector"
+    return k or ("log_decay" if impl.startswith("fla") else "decay")
 
 
 def available(impl):
     need = IMPLS[impl][1]
+    if need == "fla":
+        return _fla() is not None, FLA_WHY
     ok = (mlx() if need == "mlx" else hf()) is not None
     return ok, (MLX_WHY if need == "mlx" else HF_WHY)
 
 
 # The cases: (name, inputs(...) kwargs, the peers that take them)
-ALL = list(IMPLS)
+ALL = [name for name, (_, need) in IMPLS.items() if need != "fla"]  # the CPU peers
 MLX_OPS = ["mlx gated_delta_ops"]
 CASES = [
     ("GQA 2/4, D 64, T 2048, f32", dict(B=2, T=2048, Hk=2, Hv=4, D=64), ALL),
@@ -282,15 +334,26 @@ def row(r):
 
 
 def main():
+    import argparse
+    global DEVICE
+    ap = argparse.ArgumentParser(description="the peers' table (docs/PEERS.md)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: libgdn, transformers' fallbacks and fla there")
+    DEVICE = ap.parse_args().device
+    print("libgdn, transformers and fla on %s; float64 reference on cpu\n" % DEVICE)
     print(HEADER)
     for name, _, impls in CASES:
+        if DEVICE != "cpu" and "mask" not in name:  # fla: no mask; its vector gate (gk) in fused_recurrent only
+            impls = impls + (["fla fused_recurrent"] if "vector" in name else ["fla chunk", "fla fused_recurrent"])
         for impl in impls:
             ok, why = available(impl)
             if not ok:
                 print("| %s | %s | absent: %s | | | |" % (name, impl, why))
                 continue
-            print(row(compare(name, impl)))
-    print("\n%s; %s; torch %s" % (HF_WHY, MLX_WHY, torch.__version__))
+            try:
+                print(row(compare(name, impl)))
+            except Exception as e:  # noqa: BLE001 (the table goes on; the row says what failed)
+                print("| %s | %s | failed: %s: %s | | | |" % (name, impl, type(e).__name__, str(e)[:200]))
+    print("\n%s; %s; %s; torch %s" % (HF_WHY, MLX_WHY, FLA_WHY or "fla: not run on cpu", torch.__version__))
 
 
 if __name__ == "__main__":
