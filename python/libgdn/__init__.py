@@ -7,6 +7,7 @@
                                            flash-linear-attention's signatures (and vLLM's ssm_state_indices)
     GatedDeltaNetLayer, GatedDeltaNetCache a torch module in place of transformers' Qwen3NextGatedDeltaNet, its
                                            states in libgdn's pools
+    use_libgdn(model)                      a transformers Qwen3-Next model's GDN layers on libgdn, in place
 
 numpy arrays (host) and torch tensors (CPU, or CUDA on torch's current stream) are read and written in place, no
 copy. With torch installed the calls on tensors are the custom ops torch.ops.libgdn.delta and .layer (torch.compile,
@@ -22,9 +23,9 @@ if importlib.util.find_spec("torch") is None:
 else:  # the same functions, torch tensors through the custom ops
     from .torch_ops import delta, layer
     from .fla import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
-    from .qwen3_next import GatedDeltaNetCache, GatedDeltaNetLayer
+    from .qwen3_next import GatedDeltaNetCache, GatedDeltaNetLayer, TransformersGatedDeltaNet, use_libgdn
     __all__ += ["fused_recurrent_gated_delta_rule", "chunk_gated_delta_rule", "GatedDeltaNetLayer",
-                "GatedDeltaNetCache"]
+                "GatedDeltaNetCache", "TransformersGatedDeltaNet", "use_libgdn"]
 
 
 def kernels():

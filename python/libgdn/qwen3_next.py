@@ -117,6 +117,13 @@ class GatedDeltaNetLayer(nn.Module):
         elif B != 1:
             raise ValueError("hidden_states: expected [1, T, hidden] with cu_seqlens, got %s"
                              % list(hidden_states.shape))
+        y = self.step(*self.project(hidden_states), cache, cu_seqlens)
+        return self.out_proj(y.reshape(B, T, self.value_dim))
+
+    def project(self, hidden_states):
+        """The input projections, as libgdn.layer takes them: (qkv [n, C], z [n, Hv, Dv], alpha [n, Hv],
+        beta [n, Hv]) for the n = B T tokens of hidden_states [B, T, hidden], contiguous."""
+        B, T, _ = hidden_states.shape
         n = B * T
         Hk, Hv, Dk, Dv = self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim
         r = Hv // Hk
@@ -125,19 +132,68 @@ class GatedDeltaNetLayer(nn.Module):
         q, k, v, z = torch.split(qkvz, [Dk, Dk, r * Dv, r * Dv], dim=-1)
         qkv = torch.cat([q.reshape(n, Hk * Dk), k.reshape(n, Hk * Dk), v.reshape(n, Hv * Dv)], dim=-1)  # [n, C]
         b, a = torch.split(self.in_proj_ba(hidden_states).reshape(n, Hk, 2 * r), [r, r], dim=-1)
+        return (qkv.contiguous(), z.reshape(n, Hv, Dv).contiguous(), a.reshape(n, Hv).contiguous(),
+                b.reshape(n, Hv).contiguous())
+
+    def step(self, qkv, z, alpha, beta, cache=None, cu_seqlens=None):
+        """The layer step between the projections (one libgdn.layer call) on project()'s tensors, over the cache's
+        pools and batch (None: each sequence from zeros, nothing kept); cu_seqlens None: one sequence. Returns
+        y [n, Hv, Dv]."""
+        n = qkv.shape[0]
+        Hv, Dk, Dv = self.num_v_heads, self.head_k_dim, self.head_v_dim
+        cu_seqlens = [0, n] if cu_seqlens is None else cu_seqlens
         if cache is None:
             sequences = len(cu_seqlens) - 1
             layout, slot, fresh, commit, checkpoints = "kv", None, [1] * sequences, None, None
-            state = torch.empty(sequences, Hv, Dk, Dv, dtype=torch.float32, device=hidden_states.device)
-            hist = torch.empty(sequences, self.conv_dim, 3, dtype=qkv.dtype, device=hidden_states.device)
+            state = torch.empty(sequences, Hv, Dk, Dv, dtype=torch.float32, device=qkv.device)
+            hist = torch.empty(sequences, self.conv_dim, 3, dtype=qkv.dtype, device=qkv.device)
         else:
             layout, slot, fresh, commit, checkpoints = (cache.state_layout, cache.slot, cache.fresh, cache.commit,
                                                         cache.checkpoints)
             state, hist = cache.states[self.layer_idx], cache.histories[self.layer_idx]
-        y = layer(qkv.contiguous(), z.reshape(n, Hv, Dv).contiguous(), a.reshape(n, Hv).contiguous(),
-                  b.reshape(n, Hv).contiguous(), self.conv1d.weight.detach().reshape(self.conv_dim, 4).float(),
-                  self.dt_bias.detach().float(), self.norm.weight.detach().float(), state, hist,
-                  A_log=self.A_log.detach().float(), cu_seqlens=cu_seqlens, slot=slot, commit=commit, fresh=fresh,
-                  checkpoints=checkpoints, eps_l2=1e-6, eps_rms=self.norm.variance_epsilon,
-                  scale=1.0 / math.sqrt(Dk), state_layout=layout)
-        return self.out_proj(y.reshape(B, T, self.value_dim))
+        return layer(qkv, z, alpha, beta, self.conv1d.weight.detach().reshape(self.conv_dim, 4).float(),
+                     self.dt_bias.detach().float(), self.norm.weight.detach().float(), state, hist,
+                     A_log=self.A_log.detach().float(), cu_seqlens=cu_seqlens, slot=slot, commit=commit, fresh=fresh,
+                     checkpoints=checkpoints, eps_l2=1e-6, eps_rms=self.norm.variance_epsilon,
+                     scale=1.0 / math.sqrt(Dk), state_layout=layout)
+
+
+class TransformersGatedDeltaNet(nn.Module):
+    """A GatedDeltaNetLayer (.gdn) in a transformers Qwen3-Next decoder layer's place of its linear_attn:
+    forward(hidden_states, cache, attention_mask, **kwargs) as Qwen3NextGatedDeltaNet's, its states in the
+    GatedDeltaNetCache `pools` (shared by the model's GDN layers: set its batch before each model forward). The
+    model's own Cache (transformers') still holds the full-attention layers' keys and values; its linear-attention
+    entries are left alone. attention_mask: None or all ones (transformers' recurrent mask is None for an unpadded
+    batch); padding is refused. trace: None, or a list that each forward appends (qkv, z, alpha, beta, y) to (the
+    layer step's inputs and output, on their device)."""
+
+    def __init__(self, gdn, pools):
+        super().__init__()
+        self.gdn, self.pools, self.trace = gdn, pools, None
+        self.layer_idx = gdn.layer_idx
+
+    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
+        if attention_mask is not None and not bool((attention_mask == 1).all()):
+            raise ValueError("attention_mask: libgdn's layer takes varlen batches, not padding; got a padded mask")
+        B, T, _ = hidden_states.shape
+        args = self.gdn.project(hidden_states)
+        y = self.gdn.step(*args, self.pools, [T * b for b in range(B + 1)])
+        if self.trace is not None:
+            self.trace.append(args + (y,))
+        return self.gdn.out_proj(y.reshape(B, T, self.gdn.value_dim))
+
+
+def use_libgdn(model, slots=1, state_layout="kv"):
+    """Put libgdn in place of every Qwen3NextGatedDeltaNet of a transformers model (a Qwen3NextForCausalLM or
+    anything whose modules hold one as `linear_attn`): each becomes a TransformersGatedDeltaNet with the module's
+    weights, dtype and device, all over one GatedDeltaNetCache of `slots` sequences, which is returned. In place."""
+    found = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+             if type(child).__name__ == "Qwen3NextGatedDeltaNet"]
+    if not found:
+        raise ValueError("model: expected Qwen3NextGatedDeltaNet modules, found none")
+    first = found[0][2].in_proj_qkvz.weight
+    pools = GatedDeltaNetCache.from_config(model.config, slots, dtype=first.dtype, device=first.device,
+                                           state_layout=state_layout)
+    for parent, name, child in found:
+        setattr(parent, name, TransformersGatedDeltaNet(GatedDeltaNetLayer.from_module(child), pools))
+    return pools
