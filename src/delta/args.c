@@ -137,25 +137,31 @@ static gdn_status pick_kernel(const gdn__problem *p, const char *where, const gd
     return FAIL(GDN_ERR_UNKNOWN_KERNEL, "args->kernel = \"%.64s\": no such kernel (gdn_kernel_name lists them)", name);
 }
 
-/* Sequence b of a per-sequence call as a validated dense B = 1 problem: its tokens and its slot's state (none for a
- * skipped sequence: it is judged, never run, as a call without state). *skipped: its slot is negative. */
-static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__problem *seq, int *skipped) {
+/* The dense arguments of B sequences of T tokens each from token t0 of a batch-form call: its tensors from t0, its
+ * state pointers as they are (the caller places them). */
+static gdn_delta_args dense_from(const gdn__problem *p, int64_t t0, int64_t B, int64_t T) {
     const gdn_delta_args *a = &p->a;
-    const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
-    const int64_t slot = a->state_slot ? a->state_slot[b] : b;
     const int64_t qk = t0 * a->Hk * a->Dk, v = t0 * a->Hv * a->Dv, bt = t0 * a->Hv;
-    const int64_t state = slot * a->Hv * a->Dk * a->Dv;
     gdn_delta_args d = *a;
-    d.B = 1;
-    d.T = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
+    d.B = B, d.T = T;
     d.q = (const char *)a->q + qk * (int64_t)p->dtype_size, d.k = (const char *)a->k + qk * (int64_t)p->dtype_size;
     d.v = (const char *)a->v + v * (int64_t)p->dtype_size, d.y = (char *)a->y + v * (int64_t)p->dtype_size;
     d.gate = a->gate + bt * (a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1);
     d.beta = a->beta + bt;
     d.mask = a->mask ? a->mask + t0 : NULL;
+    d.cu_seqlens = NULL, d.state_slot = NULL, d.slots = 0;
+    return d;
+}
+
+/* Sequence b of a per-sequence call as a validated dense B = 1 problem: its tokens and its slot's state (none for a
+ * skipped sequence: it is judged, never run, as a call without state). *skipped: its slot is negative. */
+static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__problem *seq, int *skipped) {
+    const gdn_delta_args *a = &p->a;
+    const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
+    const int64_t slot = a->state_slot ? a->state_slot[b] : b, state = slot * a->Hv * a->Dk * a->Dv;
+    gdn_delta_args d = dense_from(p, t0, 1, a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T);
     d.state_in = a->state_in && slot >= 0 ? a->state_in + state : NULL;
     d.state_out = a->state_out && slot >= 0 ? a->state_out + state : NULL;
-    d.cu_seqlens = NULL, d.state_slot = NULL, d.slots = 0;
     *skipped = slot < 0;
     return gdn__validate(&d, seq);
 }
@@ -219,14 +225,7 @@ static gdn_status run_sequences(const gdn__problem *p) {
  * pools (the slots travel beside it), into *chunk; its slots into slot[0 .. m - 1]. */
 static gdn_status chunk_problem(const gdn__problem *p, int64_t b0, int64_t m, int64_t n, gdn__problem *chunk, int32_t *slot) {
     const gdn_delta_args *a = &p->a;
-    const int64_t t0 = b0 * n, qk = t0 * a->Hk * a->Dk, v = t0 * a->Hv * a->Dv, bt = t0 * a->Hv;
-    gdn_delta_args d = *a;
-    d.B = m, d.T = n;
-    d.q = (const char *)a->q + qk * (int64_t)p->dtype_size, d.k = (const char *)a->k + qk * (int64_t)p->dtype_size;
-    d.v = (const char *)a->v + v * (int64_t)p->dtype_size, d.y = (char *)a->y + v * (int64_t)p->dtype_size;
-    d.gate = a->gate + bt, d.beta = a->beta + bt;
-    d.mask = a->mask ? a->mask + t0 : NULL;
-    d.cu_seqlens = NULL, d.state_slot = NULL, d.slots = 0;
+    const gdn_delta_args d = dense_from(p, b0 * n, m, n);
     for (int64_t i = 0; i < m; ++i) slot[i] = a->state_slot ? a->state_slot[b0 + i] : (int32_t)(b0 + i);
     return gdn__validate(&d, chunk);
 }
