@@ -97,12 +97,13 @@ __device__ __forceinline__ float gdn_beta_of(const gdn_dev_args &a, float x) {
     return a.beta_kind == GDN_BETA_LOGIT ? gdn_sigmoidf(x) : x;
 }
 
-/* The butterfly levels m = FROM, 2 FROM, ..., 16 across the warp: p <- p + p(lane xor m). Summed with the
- * lane's own value first; IEEE addition commutes, so every lane holds the contract's lane-0 value. */
-template <int FROM>
+/* The butterfly levels m = FROM, 2 FROM, ..., WIDTH / 2 across groups of WIDTH lanes (the warp by default):
+ * p <- p + p(lane xor m). Summed with the lane's own value first; IEEE addition commutes, so every lane holds the
+ * contract's lane-0 value of its group. */
+template <int FROM, int WIDTH = 32>
 __device__ __forceinline__ float gdn_warp_tree(float p) {
 #pragma unroll
-    for (int m = FROM; m < 32; m <<= 1) p = __fadd_rn(p, __shfl_xor_sync(GDN_FULL_MASK, p, m));
+    for (int m = FROM; m < WIDTH; m <<= 1) p = __fadd_rn(p, __shfl_xor_sync(GDN_FULL_MASK, p, m));
     return p;
 }
 

@@ -19,8 +19,8 @@
  *   3. the gated RMSNorm: the block's lanes of the contract's tree over D (32 / S of them) summed in the warp,
  *      -- cluster barrier -- the S partials of the head added in the butterfly's order, y of its columns.
  *   -- cluster barrier -- (no block leaves while another reads its shared memory)
- *   4. the global writes: y (and its planes when asked for), the state when k = n (in place: the block owns its columns of its slot's head), the
- *      histories.
+ *   4. the global writes: y (and its planes when asked for), the state when k = n (in place: the block owns its
+ *      columns of its slot's head), the histories.
  * A cluster barrier releases at cluster scope, which waits for the block's outstanding global writes: none is
  * issued before the last one. */
 #include <cooperative_groups.h>
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         const int i = threadIdx.x + m * THREADS, t = i / COLS;
         if (t < n) gdn_st_dt<DT>(d.y, (tok0 + t) * HD + (int64_t)h * D + c0 + i % COLS, y[m]);
         if (d.planes) { /* a half warp: 16 columns of one token (COLS >= 16), wholly in or out of the window */
-            const float yr = gdn_layer_stored<DT>(y[m]), sum = gdn_layer_sum16(yr);
+            const float yr = gdn_layer_stored<DT>(y[m]), sum = gdn_warp_tree<1, 16>(yr);
             if (t < n) gdn_layer_put_planes(d, tok0 + t, (int64_t)h * D + c0 + i % COLS, yr, sum);
         }
     }

@@ -117,14 +117,6 @@ __device__ __forceinline__ float gdn_layer_stored(float x) {
     return x;
 }
 
-/* The planes' per-16 sum over the 16 lanes of each half warp (16 consecutive columns from a multiple of 16): the
- * butterfly m = 1 .. 8, gdn__sum16's tree in every lane. */
-__device__ __forceinline__ float gdn_layer_sum16(float y) {
-#pragma unroll
-    for (int m = 1; m < 16; m <<= 1) y = __fadd_rn(y, __shfl_xor_sync(GDN_FULL_MASK, y, m));
-    return y;
-}
-
 /* The planes of y (as stored) at token row tok, column n of N = Hv Dv; the group's sum s by its column n % 16 == 0. */
 __device__ __forceinline__ void gdn_layer_put_planes(const gdn_layer_dev &d, int64_t tok, int64_t n, float y, float s) {
     const int64_t N = (int64_t)d.Hv * d.Dv;

@@ -73,7 +73,7 @@ template <int DT>
 __global__ void __launch_bounds__(128) gdn_layer_planes(gdn_layer_dev d) {
     const int64_t N = (int64_t)d.Hv * d.Dv, i = (int64_t)blockIdx.x * 128 + threadIdx.x, tok = i / N;
     const float y = tok < d.T ? gdn_ld<DT>(d.y, i) : 0.0f;
-    const float s = gdn_layer_sum16(y); /* a half warp is wholly in or out */
+    const float s = gdn_warp_tree<1, 16>(y); /* gdn__sum16's tree; a half warp is wholly in or out */
     if (tok < d.T) gdn_layer_put_planes(d, tok, i % N, y, s);
 }
 
