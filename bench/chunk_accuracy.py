@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The accuracy that a chunked prefill must match (issue 21): libgdn's exact recurrence and flash-linear-attention's
+"""The chunked contract's accuracy (issue 21): libgdn's exact recurrence, its cuda_chunked, and flash-linear-attention's
 chunked and fused-recurrent kernels against a float64 reference, on the same inputs, with ordinary and hostile gates.
 
 Shapes: B = 1, Hk = 16, Hv = 32, Dk = Dv = 128 (--small: Hk 2, Hv 4, D 32), bf16 q, k, v, f32 log-decay gate and
@@ -57,7 +57,7 @@ def reference(s, Hk, Hv, D, scale):
     return y, S[None]
 
 
-def libgdn(lib, s, Hk, Hv, D, scale, cuda):
+def libgdn(lib, s, Hk, Hv, D, scale, cuda, kernel=None):
     T = s["q"].shape[1]
     y = torch.empty_like(s["v"])
     st = torch.empty_like(s["h0"])
@@ -66,6 +66,8 @@ def libgdn(lib, s, Hk, Hv, D, scale, cuda):
                  beta_kind=gdn.BETA_DIRECT, beta=s["beta"].data_ptr(), state_layout=gdn.STATE_KV,
                  state_in=s["h0"].data_ptr(), state_out=st.data_ptr(), scale=scale,
                  backend=gdn.BACKEND_CUDA if cuda else gdn.BACKEND_CPU)
+    if kernel:
+        a.kernel = kernel.encode()
     gdn.delta(lib, a)
     if cuda:
         torch.cuda.synchronize()
@@ -107,6 +109,7 @@ def main():
     lib = gdn.load(opt.lib)
     impls = {"libgdn": lambda s, sc: libgdn(lib, s, Hk, Hv, D, sc, cuda)}
     if cuda:
+        impls["libgdn_chunked"] = lambda s, sc: libgdn(lib, s, Hk, Hv, D, sc, cuda, "cuda_chunked")
         impls.update(fla_fns())
     rows = []
     print("%-8s %6s  %-20s %12s %12s  %s" % ("gate", "T", "implementation", "y err", "state err", "finite"))

@@ -118,7 +118,9 @@ typedef struct gdn_delta_args {
     gdn_backend backend;
     void *stream;                 /* the backend's stream (CUDA: a cudaStream_t); NULL: its default stream */
     const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name(), optionally
-                                   * with one of its variants: "name:variant" (gdn_kernel_variant_name) */
+                                   * with one of its variants: "name:variant" (gdn_kernel_variant_name); or
+                                   * "fastest": a chunked-contract kernel for windows of 64 tokens or more where
+                                   * one is eligible, else the router's choice */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool (ignored with a runner) */
     const gdn_cpu_runner *cpu_runner; /* CPU: NULL runs on the library's pool; else on the engine's threads */
     /* The batch form (below); all zero: the dense form above. */
@@ -153,10 +155,19 @@ gdn_status gdn_delta(const gdn_delta_args *args);
  * GDN_PACKED (read once). */
 gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name);
 
+/* The arithmetic a kernel keeps (docs/CONTRACT.md). */
+typedef enum gdn_contract {
+    GDN_CONTRACT_EXACT = 0,  /* the contract's bits: bitwise equal to ref on every backend; the router's only kind */
+    GDN_CONTRACT_CHUNKED = 1 /* the chunked contract: bitwise run to run, whatever the batch around a sequence and
+                              * however its window is split at multiples of 64 tokens; within the float64 oracle's
+                              * tolerance, not ref's bits. Runs only when named, or for kernel = "fastest" */
+} gdn_contract;
+
 /* The registered kernels, in routing order: index 0 .. gdn_kernel_count() - 1. */
 int gdn_kernel_count(void);
 const char *gdn_kernel_name(int index);
 gdn_backend gdn_kernel_backend(int index);
+gdn_contract gdn_kernel_contract(int index); /* GDN_CONTRACT_EXACT for an index out of range */
 /* 1 if the kernel can run these arguments on this machine, else 0. */
 int gdn_kernel_eligible(int index, const gdn_delta_args *args);
 

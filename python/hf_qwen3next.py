@@ -46,13 +46,25 @@ def weights(mod):
                 gamma=f(mod.norm.weight))
 
 
+def _key_heads_repeated(fn):
+    """fn with q and k [B, T, Hk, D] repeated to v's Hv heads (head h reads key head h // (Hv / Hk)) before the
+    call: some transformers versions (5.17) repeat them in the module's forward, not in the fallbacks, which then need
+    Hk = Hv; others (5.24) repeat inside, where Hk = Hv passes through."""
+    def call(query, key, value, *args, **kwargs):
+        r = value.shape[2] // query.shape[2]
+        if r > 1:
+            query, key = query.repeat_interleave(r, dim=2), key.repeat_interleave(r, dim=2)
+        return fn(query, key, value, *args, **kwargs)
+    return call
+
+
 def torch_fallbacks(m):
     """The module's torch fallbacks themselves: {"chunk": ..., "recurrent": ...} and the conv update. Newer
     transformers wrap them in hub-kernel decorators that call fla or causal-conv1d where installed; unwrapped, an
     installed package cannot take their place. Older transformers name the update torch_causal_conv1d_update."""
     unwrap = inspect.unwrap
-    fallbacks = {"chunk": unwrap(m.torch_chunk_gated_delta_rule),
-                 "recurrent": unwrap(m.torch_recurrent_gated_delta_rule)}
+    fallbacks = {"chunk": _key_heads_repeated(unwrap(m.torch_chunk_gated_delta_rule)),
+                 "recurrent": _key_heads_repeated(unwrap(m.torch_recurrent_gated_delta_rule))}
     conv_update = unwrap(getattr(m, "torch_causal_conv1d_update", None) or m.causal_conv1d_update)
     return fallbacks, conv_update
 

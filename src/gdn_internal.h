@@ -38,6 +38,7 @@ typedef struct gdn__kernel {
     const char *name;
     gdn_backend backend;
     int packed;                                   /* 1: skipped by the router when GDN_PACKED=0 */
+    gdn_contract contract;                        /* the router takes only GDN_CONTRACT_EXACT kernels */
     int (*eligible)(const gdn__problem *p);       /* it can run these arguments on this hardware */
     int (*routed)(const gdn__problem *p);         /* the router takes it (implies eligible) */
     gdn_status (*run)(const gdn__problem *p, const gdn__variant *v);
@@ -46,7 +47,7 @@ typedef struct gdn__kernel {
 
 /* Every kernel's entry points, from the list. */
 #include "delta/kernels.h"
-#define GDN__DECLARE(name, backend, packed)                                  \
+#define GDN__DECLARE(name, backend, packed, contract)                                \
     int gdn__delta_##name##_eligible(const gdn__problem *p);                 \
     int gdn__delta_##name##_routed(const gdn__problem *p);                   \
     gdn_status gdn__delta_##name(const gdn__problem *p, const gdn__variant *v); \
@@ -76,6 +77,10 @@ gdn_status gdn__check_aligned(const gdn__aligned *list, size_t n);
 /* The CPU worker ids a call may use (>= 1): the runner's, else at most `threads` (0: all) of the pool; 1 for CUDA. */
 int gdn__call_threads(gdn_backend backend, const gdn_cpu_runner *runner, int threads);
 const gdn__kernel *gdn__route(const gdn__problem *p);
+/* args->kernel = "fastest": a kernel of the chunked contract where one is eligible and the window has at least
+ * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. */
+#define GDN_CHUNKED_MIN_T 64
+const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
 /* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above
  * cu_seqlens[b]. A slot below `slots` (GDN_ERR_BAD_SIZE otherwise; negative ones pass: skipped). No two of the B
@@ -123,6 +128,10 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream);
  * the streamed decode kernel does not take it (or a vector gate). */
 #define GDN_DEC_SLOTS 256
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch); /* 0: judge only */
+
+/* cuda_chunked over every sequence of a validated call, dense or batch form, in one launch pair per 128 sequences
+ * (src/delta/cuda/chunked.cu); the caller has judged it eligible for each. */
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -67,6 +67,14 @@ void poison(void *buf, size_t bytes);
 /* FNV-1a hash of every input buffer of the case (to check that a call left its inputs alone). */
 uint64_t case_input_hash(const gdn_case *c);
 
+#ifdef GDN_HAVE_CUDA
+/* A device copy of `bytes` bytes of host memory (NULL for NULL); *ok cleared on failure. */
+void *to_device(const void *host, size_t bytes, int *ok);
+/* The case's inputs on the device, in a gdn_case of device pointers (sizes as the host case's; state_in NULL). */
+int case_to_device(gdn_case *dev, const gdn_case *host);
+void case_device_free(gdn_case *dev);
+#endif
+
 /* Index of a kernel by name, -1 if none. */
 int kernel_index(const char *name);
 

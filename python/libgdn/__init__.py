@@ -17,7 +17,7 @@ import importlib.util
 
 from . import capi
 
-__all__ = ["capi", "delta", "layer", "kernels", "layer_kernels", "cuda_devices"]
+__all__ = ["capi", "delta", "layer", "kernels", "kernel_contract", "layer_kernels", "cuda_devices"]
 if importlib.util.find_spec("torch") is None:
     from .calls import delta, layer
 else:  # the same functions, torch tensors through the custom ops
@@ -31,6 +31,16 @@ else:  # the same functions, torch tensors through the custom ops
 def kernels():
     """gdn_delta's kernels in routing order: (name, 'cpu' or 'cuda', [named variants])."""
     return [(n, "cuda" if b == capi.BACKEND_CUDA else "cpu", v) for n, b, v in capi.kernels(capi.lib())]
+
+
+def kernel_contract(name):
+    """The arithmetic kernel `name` keeps: "exact" (the contract's bits, equal to ref) or "chunked" (the chunked
+    contract: deterministic and batch-invariant, within the float64 oracle's tolerance; docs/CONTRACT.md)."""
+    lib = capi.lib()
+    for i in range(lib.gdn_kernel_count()):
+        if lib.gdn_kernel_name(i).decode() == name:
+            return "chunked" if lib.gdn_kernel_contract(i) == 1 else "exact"
+    raise ValueError("no kernel %r (libgdn.kernels() lists them)" % name)
 
 
 def layer_kernels():

@@ -106,6 +106,7 @@ def load(path=None):
         "gdn_kernel_count": ([], ctypes.c_int),
         "gdn_kernel_name": ([ctypes.c_int], ctypes.c_char_p),
         "gdn_kernel_backend": ([ctypes.c_int], ctypes.c_int),
+        "gdn_kernel_contract": ([ctypes.c_int], ctypes.c_int),
         "gdn_kernel_variant_count": ([ctypes.c_int], ctypes.c_int),
         "gdn_kernel_variant_name": ([ctypes.c_int, ctypes.c_int], ctypes.c_char_p),
         "gdn_status_str": ([ctypes.c_int], ctypes.c_char_p),

@@ -58,6 +58,10 @@ gdn_backend gdn_kernel_backend(int index) {
     return index >= 0 && index < gdn__kernel_total ? gdn__kernels[index].backend : GDN_BACKEND_CPU;
 }
 
+gdn_contract gdn_kernel_contract(int index) {
+    return index >= 0 && index < gdn__kernel_total ? gdn__kernels[index].contract : GDN_CONTRACT_EXACT;
+}
+
 int gdn_kernel_variant_count(int index) {
     int n = 0;
     if (index >= 0 && index < gdn__kernel_total)

@@ -13,6 +13,7 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
     (void)p, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {
     (void)p, (void)slot, (void)launch;
     return GDN_ERR_NO_DEVICE;
@@ -27,7 +28,7 @@ gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *s
         return GDN_ERR_NO_DEVICE;                                                                     \
     }                                                                                                 \
     const gdn__variant gdn__delta_##name##_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
-#define GDN__STUB(name, backend, packed) GDN__STUB_##backend(name)
+#define GDN__STUB(name, backend, packed, contract) GDN__STUB_##backend(name)
 GDN_DELTA_KERNELS(GDN__STUB)
 
 #define GDN__LAYER_STUB_CPU(name)

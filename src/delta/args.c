@@ -114,8 +114,8 @@ static gdn_status pick_kernel(const gdn__problem *p, const char *where, const gd
                               const gdn__variant **variant) {
     *variant = NULL;
     const char *name = p->a.kernel;
-    if (!name) {
-        *out = gdn__route(p);
+    if (!name || strcmp(name, "fastest") == 0) {
+        *out = name ? gdn__route_fastest(p) : gdn__route(p);
         return *out ? GDN_OK : FAIL(GDN_ERR_UNSUPPORTED, "no kernel of this backend takes this shape (a launch limit)%s",
                                     where);
     }
@@ -195,6 +195,21 @@ static gdn_status run_kernel(const gdn__problem *p, const gdn__kernel *kn, const
     return s == GDN_OK ? GDN_OK : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
 }
 
+/* 1 when every sequence of a per-sequence call runs a kernel of the chunked contract (pick took every one): the
+ * call then runs as one batch of that kernel's (cuda_chunked, the only one). */
+static int all_chunked(const gdn__problem *p) {
+    for (int64_t b = 0; b < p->a.B; ++b) {
+        gdn__problem seq;
+        const gdn__kernel *kn = NULL;
+        const gdn__variant *variant = NULL;
+        int skipped = 0;
+        if (sequence_problem(p, b, &seq, &skipped) != GDN_OK || pick_kernel(&seq, "", &kn, &variant) != GDN_OK ||
+            kn->contract != GDN_CONTRACT_CHUNKED)
+            return 0;
+    }
+    return 1;
+}
+
 /* +0 into the y rows of a skipped sequence (zero bytes are +0 in every dtype). */
 static gdn_status zero_y(const gdn__problem *seq) {
     const size_t bytes = (size_t)(seq->a.T * seq->a.Hv * seq->a.Dv) * seq->dtype_size;
@@ -236,7 +251,9 @@ static gdn_status chunk_problem(const gdn__problem *p, int64_t b0, int64_t m, in
  * does not apply: every chunk is judged before the first launch. launch = 0: only judges. */
 static gdn_status run_batched(const gdn__problem *p, int launch) {
     const gdn_delta_args *a = &p->a;
-    if (a->backend != GDN_BACKEND_CUDA || a->kernel || a->gate_kind == GDN_GATE_VECTOR) return GDN_ERR_INELIGIBLE;
+    if (a->backend != GDN_BACKEND_CUDA || (a->kernel && strcmp(a->kernel, "fastest") != 0) ||
+        a->gate_kind == GDN_GATE_VECTOR)
+        return GDN_ERR_INELIGIBLE;
     const int64_t n = a->cu_seqlens ? a->cu_seqlens[1] - a->cu_seqlens[0] : a->T;
     for (int64_t b = 0; b < a->B; ++b)
         if ((a->cu_seqlens && a->cu_seqlens[b + 1] - a->cu_seqlens[b] != n) || (a->state_slot && a->state_slot[b] < 0))
@@ -264,7 +281,9 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
-    else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
+    else if (all_chunked(&p)) {
+        if ((s = gdn__cuda_chunked_sequences(&p)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+    } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
     return s == GDN_OK ? gdn__ok() : s;
 }
 

@@ -93,6 +93,11 @@ TEST(routing_kernel_table) {
               "backend of %s", gdn_kernel_name(i));
     }
     CHECK(gdn_kernel_name(-1) == NULL && gdn_kernel_name(n) == NULL);
+    /* one kernel of the chunked contract, cuda_chunked; the rest keep the exact one */
+    for (int i = 0; i < n; ++i)
+        CHECK(gdn_kernel_contract(i) == (strcmp(gdn_kernel_name(i), "cuda_chunked") == 0 ? GDN_CONTRACT_CHUNKED : GDN_CONTRACT_EXACT),
+              "contract of %s", gdn_kernel_name(i));
+    CHECK(gdn_kernel_contract(-1) == GDN_CONTRACT_EXACT && gdn_kernel_contract(n) == GDN_CONTRACT_EXACT);
     CHECK(kernel_index("ref") >= 0 && kernel_index("portable") >= 0 && kernel_index("packed_avx2") >= 0);
     /* in routing order, on the CPU: packed before portable before ref (ref last: it takes anything) */
     CHECK(kernel_index("packed_avx2") < kernel_index("portable") && kernel_index("portable") < kernel_index("ref"));
@@ -200,6 +205,16 @@ TEST(routing_forced_names) {
         CHECK(gdn_delta(&s.a) == (eligible ? GDN_OK : GDN_ERR_INELIGIBLE), "forcing %s", s.a.kernel);
         CHECK(gdn_route(&s.a, &name) == (eligible ? GDN_OK : GDN_ERR_INELIGIBLE) && (!eligible || name == gdn_kernel_name(i)));
     }
+    /* "fastest" on the CPU, where no kernel has the chunked contract: the router's choice, the same bits */
+    s.a.kernel = NULL;
+    const char *routed = NULL, *fastest = NULL;
+    float y_routed[2 * 32]; /* T = 2 tokens of Dv = 32 */
+    CHECK(gdn_route(&s.a, &routed) == GDN_OK && gdn_delta(&s.a) == GDN_OK);
+    memcpy(y_routed, s.y, sizeof y_routed);
+    s.a.kernel = "fastest";
+    poison(s.y, sizeof s.y);
+    CHECK(gdn_route(&s.a, &fastest) == GDN_OK && fastest == routed && gdn_delta(&s.a) == GDN_OK);
+    CHECK(memcmp(y_routed, s.y, sizeof y_routed) == 0, "fastest on the CPU differs from the router's choice");
     s.a.kernel = NULL;
     CHECK(gdn_route(&s.a, NULL) == GDN_ERR_NULL_POINTER);
     CHECK(gdn_route(NULL, &name) == GDN_ERR_NULL_POINTER);

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Chunked prefill on the GPU (issue 21): libgdn's cuda_chunked beside flash-linear-attention's
+chunk_gated_delta_rule and libgdn's exact recurrence, in one process, at B = 1 over T, and on varlen batches.
+
+Shape: Hk 16, Hv 32, Dk = Dv 128, bf16 q, k, v, f32 log-decay gate and direct beta (FLA's convention: its beta in
+bf16), f32 initial and final state (KV layout), scale 1/sqrt(Dk). Each point: every implementation captured in a CUDA
+graph of one call (FLA's and ours alike; plain launches where capture fails), then --reps rounds alternating the
+implementations, each round timing --inner replays between CUDA events; the median per call is reported. The
+tensor-core rate is a bf16 torch.matmul of 8192^3 timed the same way, in the same run. FLOPs are the chunked
+algorithm's products per chunk of 64 and head: 4 C^2 (Dk + Dv) + 6 C Dk Dv.
+
+    PYTHONPATH=/tmp/site python3 bench/chunked_h200.py --out $OUT/chunked_h200.json
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import gdn  # noqa: E402
+
+HK, HV, D, C = 16, 32, 128, 64
+
+
+def inputs(lengths, seed=0):
+    T = sum(lengths)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    q = torch.nn.functional.normalize(torch.randn(1, T, HK, D, generator=gen), dim=-1).to(torch.bfloat16)
+    k = torch.nn.functional.normalize(torch.randn(1, T, HK, D, generator=gen), dim=-1).to(torch.bfloat16)
+    v = torch.randn(1, T, HV, D, generator=gen).to(torch.bfloat16)
+    g = torch.log(0.9 + 0.1 * torch.rand(1, T, HV, generator=gen))
+    beta = torch.sigmoid(torch.randn(1, T, HV, generator=gen))
+    h0 = 0.1 * torch.randn(len(lengths), HV, D, D, generator=gen)
+    cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32)
+    s = dict(q=q, k=k, v=v, g=g, beta=beta, h0=h0)
+    s = {n: x.cuda() for n, x in s.items()}
+    s["cu"], s["lengths"] = cu, lengths
+    s["beta16"] = s["beta"].to(torch.bfloat16)
+    return s
+
+
+def libgdn_call(lib, s, kernel):
+    """A callable running gdn_delta on s (batch form for several sequences), and its outputs."""
+    T, B = s["q"].shape[1], len(s["lengths"])
+    y, st = torch.empty_like(s["v"]), torch.empty_like(s["h0"])
+    cu = s["cu"].clone()  # host int32, kept alive with the args
+    a = gdn.args(B=B if B > 1 else 1, T=0 if B > 1 else T, Hk=HK, Hv=HV, Dk=D, Dv=D, dtype=gdn.BF16,
+                 q=s["q"].data_ptr(), k=s["k"].data_ptr(), v=s["v"].data_ptr(), y=y.data_ptr(),
+                 gate_kind=gdn.GATE_LOG_DECAY, gate=s["g"].data_ptr(), beta_kind=gdn.BETA_DIRECT,
+                 beta=s["beta"].data_ptr(), state_layout=gdn.STATE_KV, state_in=s["h0"].data_ptr(),
+                 state_out=st.data_ptr(), scale=D ** -0.5, backend=gdn.BACKEND_CUDA,
+                 stream=torch.cuda.current_stream().cuda_stream,
+                 cu_seqlens=cu.data_ptr() if B > 1 else None)
+    if kernel:
+        a.kernel = kernel.encode()
+
+    def run():
+        a.stream = torch.cuda.current_stream().cuda_stream
+        gdn.delta(lib, a)
+    run.keep = (cu, y, st)
+    return run, (y, st)
+
+
+def fla_call(s):
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    B = len(s["lengths"])
+    cu = s["cu"].to(torch.int64).cuda() if B > 1 else None
+    out = {}
+
+    def run():
+        out["o"], out["ht"] = chunk_gated_delta_rule(s["q"], s["k"], s["v"], g=s["g"], beta=s["beta16"],
+                                                     scale=D ** -0.5, initial_state=s["h0"],
+                                                     output_final_state=True, cu_seqlens=cu)
+    return run, out
+
+
+def graphed(fn):
+    """fn captured in a CUDA graph (its replay), or fn itself where capture fails; and which."""
+    fn()
+    torch.cuda.synchronize()
+    try:
+        g = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+            with torch.cuda.graph(g, stream=stream):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        return g.replay, "graph"
+    except Exception as e:  # noqa: BLE001
+        print("  (no graph: %s)" % str(e).splitlines()[0][:100])
+        torch.cuda.synchronize()
+        return fn, "launches"
+
+
+def time_round(fn, inner):
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(inner):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / inner  # us per call
+
+
+def flops(lengths):
+    chunks = sum(math.ceil(n / C) for n in lengths)
+    return chunks * HV * (4 * C * C * (D + D) + 6 * C * D * D)
+
+
+def mm_rate(reps):
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    fn = lambda: torch.matmul(x, y)  # noqa: E731
+    fn()
+    times = [time_round(fn, 5) for _ in range(reps)]
+    return 2 * 8192 ** 3 / (statistics.median(times) * 1e-6) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--T", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048, 4096, 8192])
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--out", default=None)
+    opt = ap.parse_args()
+    lib = gdn.load(opt.lib)
+    peak = mm_rate(opt.reps)
+    print("bf16 matmul 8192^3: %.0f TFLOP/s (the tensor-core rate of this run)" % peak)
+    points = [("B=1 T=%d" % T, [T]) for T in opt.T]
+    points += [("varlen 16 x 2048", [2048] * 16),
+               ("varlen mixed", [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5])]
+    rows = []
+    print("%-18s %12s %12s %12s %9s %9s %8s" % ("point", "chunked us", "fla us", "exact us", "fla/ours",
+                                                 "TFLOP/s", "of peak"))
+    for name, lengths in points:
+        s = inputs(lengths, seed=len(rows))
+        impls = {}
+        run, _ = libgdn_call(lib, s, "cuda_chunked")
+        impls["libgdn_chunked"] = graphed(run)
+        try:
+            run, _ = fla_call(s)
+            impls["fla_chunk"] = graphed(run)
+        except Exception as e:  # noqa: BLE001
+            print("  fla: %s" % str(e).splitlines()[0][:120])
+        if sum(lengths) <= 8192:
+            run, _ = libgdn_call(lib, s, None)
+            impls["libgdn_exact"] = graphed(run)
+        inner = max(3, min(50, int(2e5 / max(1, sum(lengths)))))
+        times = {n: [] for n in impls}
+        for _ in range(opt.reps):
+            for n, (fn, _) in impls.items():
+                times[n].append(time_round(fn, inner))
+        med = {n: statistics.median(t) for n, t in times.items()}
+        tf = flops(lengths) / (med["libgdn_chunked"] * 1e-6) / 1e12
+        row = dict(point=name, lengths=lengths, us=med, how={n: h for n, (_, h) in impls.items()},
+                   tflops=tf, peak_tflops=peak, flop=flops(lengths))
+        rows.append(row)
+        fla = med.get("fla_chunk")
+        print("%-18s %12.1f %12s %12s %9s %9.1f %7.1f%%" % (
+            name, med["libgdn_chunked"], "%.1f" % fla if fla else "-",
+            "%.1f" % med["libgdn_exact"] if "libgdn_exact" in med else "-",
+            "%.2f" % (fla / med["libgdn_chunked"]) if fla else "-", tf, 100 * tf / peak))
+    if opt.out:
+        with open(opt.out, "w") as f:
+            json.dump(dict(shape=dict(Hk=HK, Hv=HV, D=D, dtype="bf16"), device=torch.cuda.get_device_name(),
+                           peak_tflops=peak, rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
