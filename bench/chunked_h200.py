@@ -141,17 +141,23 @@ def main():
                                                  "TFLOP/s", "of peak"))
     for name, lengths in points:
         s = inputs(lengths, seed=len(rows))
-        impls = {}
-        run, _ = libgdn_call(lib, s, "cuda_chunked")
-        impls["libgdn_chunked"] = graphed(run)
+        calls = {"libgdn_chunked": libgdn_call(lib, s, "cuda_chunked")}
         try:
-            run, _ = fla_call(s)
-            impls["fla_chunk"] = graphed(run)
+            calls["fla_chunk"] = fla_call(s)
         except Exception as e:  # noqa: BLE001
             print("  fla: %s" % str(e).splitlines()[0][:120])
         if sum(lengths) <= 8192:
-            run, _ = libgdn_call(lib, s, None)
-            impls["libgdn_exact"] = graphed(run)
+            calls["libgdn_exact"] = libgdn_call(lib, s, None)
+        for n, (run, _) in calls.items():  # one plain call each, checked, before any graph
+            run()
+            torch.cuda.synchronize()
+        y, st = calls["libgdn_chunked"][1]
+        diff = {}
+        if "fla_chunk" in calls:
+            out = calls["fla_chunk"][1]
+            diff = dict(y=(y.float() - out["o"].float()).abs().max().item(),
+                        state=(st - out["ht"]).abs().max().item())
+        impls = {n: graphed(run) for n, (run, _) in calls.items()}
         inner = max(3, min(50, int(2e5 / max(1, sum(lengths)))))
         times = {n: [] for n in impls}
         for _ in range(opt.reps):
@@ -160,7 +166,7 @@ def main():
         med = {n: statistics.median(t) for n, t in times.items()}
         tf = flops(lengths) / (med["libgdn_chunked"] * 1e-6) / 1e12
         row = dict(point=name, lengths=lengths, us=med, how={n: h for n, (_, h) in impls.items()},
-                   tflops=tf, peak_tflops=peak, flop=flops(lengths))
+                   tflops=tf, peak_tflops=peak, flop=flops(lengths), max_diff_to_fla=diff)
         rows.append(row)
         fla = med.get("fla_chunk")
         print("%-18s %12.1f %12s %12s %9s %9.1f %7.1f%%" % (

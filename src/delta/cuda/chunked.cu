@@ -10,11 +10,12 @@
  *     y_i   = scale (G_i q_i S0 + sum_{j<=i} d_ij (q_i . k_j) u_j)
  *     S     = G_{n-1} S0 + K^T diag(e) U
  * which is the recurrence of gdn.h token by token (decay, delta, write), regrouped. Two kernels:
- *   gdn_chunk_prep  one block per (chunk, head), all chunks at once: the segment sums, K K^T, the unit-lower solve
- *                   of A (binary32, one column per thread), A as bf16 hi + lo planes and the gate vectors.
- *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: five products on the
- *                   tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate) per chunk; the state stays in f32
- *                   registers, and enters the products as bf16 hi + lo (16 bits), as A, U, the decayed q k^T do.
+ *   gdn_chunk_prep  one block per (chunk, head), all chunks at once: the segment sums, K K^T and Q K^T, the
+ *                   unit-lower solve of A (binary32, one column per thread); A and P = d (q k^T) as bf16 hi + lo
+ *                   planes, and the gate vectors, into a workspace.
+ *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
+ *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
+ *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
  * bf16 inputs enter the products exactly; f16 ones as bf16 hi + lo. Dk = 128, Dv a multiple of 32. */
 #include <math.h>
 
@@ -38,8 +39,8 @@ struct chunk_gates {
     float G[CH], e[CH];
     int seg[CH];
 };
-constexpr size_t PLANE = CH * CH * 2;                          /* one bf16 plane of A */
-constexpr size_t WS_BYTES = 2 * PLANE + sizeof(chunk_gates);   /* per (chunk, head): A hi, A lo, gates */
+constexpr size_t PLANE = CH * CH * 2;                          /* one bf16 [C, C] plane */
+constexpr size_t WS_BYTES = 4 * PLANE + sizeof(chunk_gates);   /* per (chunk, head): A hi, lo; P hi, lo; gates */
 static_assert(WS_BYTES % 16 == 0, "16-byte pieces");
 
 /* The sequences of one launch: sequence b is tokens t0[b] .. t0[b] + len[b] - 1 of the packed tensors, its
@@ -164,46 +165,6 @@ __device__ __forceinline__ void gram(float (&acc)[NT][4], const uint16_t *x, int
     }
 }
 
-/* acc[j] += Xin[m0 .. +15] (B hi + lo)[n0 + 8 j] over Dk: an input tile times the state's planes [n][LDK]. */
-template <int DT>
-__device__ __forceinline__ void times_state(float (&acc)[2][4], const uint16_t *x, int m0, const uint16_t *shi,
-                                            const uint16_t *slo, int n0, int g, int t) {
-#pragma unroll
-    for (int ks = 0; ks < DK / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        frag_a_in<DT>(ah, al, x, m0, 16 * ks, g, t);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            uint32_t bh[2], bl[2];
-            frag_b(bh, shi, LDK, n0 + 8 * j, 16 * ks, g, t);
-            frag_b(bl, slo, LDK, n0 + 8 * j, 16 * ks, g, t);
-            mma(acc[j], ah, bh[0], bh[1]);
-            mma(acc[j], ah, bl[0], bl[1]);
-            if (DT == GDN_F16) mma(acc[j], al, bh[0], bh[1]);
-        }
-    }
-}
-
-/* acc[j] += (Ahi + Alo)[m0 .. +15][0 .. 16 (mt + 1)) (Bhi + Blo)[n0 + 8 j]: a lower-triangular [C, C] pair of
- * planes [row][LDC] times a [C, 32] pair stored [n][LDC]; the k blocks above the diagonal block are zero. */
-__device__ __forceinline__ void lower_times(float (&acc)[2][4], const uint16_t *ahi, const uint16_t *alo, int mt,
-                                            const uint16_t *bhi, const uint16_t *blo, int n0, int g, int t) {
-    for (int ks = 0; ks <= mt; ++ks) {
-        uint32_t ah[4], al[4];
-        frag_a(ah, ahi, LDC, 16 * mt, 16 * ks, g, t);
-        frag_a(al, alo, LDC, 16 * mt, 16 * ks, g, t);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            uint32_t bh[2], bl[2];
-            frag_b(bh, bhi, LDC, n0 + 8 * j, 16 * ks, g, t);
-            frag_b(bl, blo, LDC, n0 + 8 * j, 16 * ks, g, t);
-            mma(acc[j], ah, bh[0], bh[1]);
-            mma(acc[j], ah, bl[0], bl[1]);
-            mma(acc[j], al, bh[0], bh[1]);
-        }
-    }
-}
-
 /* log g in binary64: the log-decay gate as given; the raw gate -exp(A_log) softplus(x + dt_bias) (threshold 20). */
 __device__ __forceinline__ double log_decay(const gdn_dev_args &a, float x, int64_t h) {
     if (a.gate_kind == GDN_GATE_LOG_DECAY) return (double)x;
@@ -232,10 +193,16 @@ __device__ __forceinline__ void load_rows(uint16_t *tile, const void *x, int64_t
     }
 }
 
+/* The decay d_ij of a chunk's gates (0 across a segment start). */
+__device__ __forceinline__ float decay(const chunk_gates &gs, int i, int j) {
+    return gs.seg[i] == gs.seg[j] ? expf((float)(gs.r[i] - gs.r[j])) : 0.0f;
+}
+
 template <int DT>
 __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, chunk_seqs sq, uint8_t *ws) {
-    __shared__ __align__(16) uint16_t ks[CH * LDK];
-    __shared__ float lt[CH * CH]; /* L transposed: lt[j C + i] = L_ij */
+    __shared__ __align__(16) uint16_t ks[CH * LDK], qs[CH * LDK];
+    float *lt = (float *)qs; /* after the products: L transposed, lt[j C + i] = L_ij */
+    static_assert(sizeof(float) * CH * CH <= sizeof(uint16_t) * CH * LDK, "lt fits in the q tile");
     __shared__ double lg[CH];
     __shared__ float beta[CH];
     __shared__ __align__(16) chunk_gates gs;
@@ -244,6 +211,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     const int64_t tc = sq.t0[b] + (int64_t)(c - sq.chunk0[b]) * CH;
     const int n = min(CH, (int)(sq.t0[b] + sq.len[b] - tc));
     load_rows(ks, a.k, a.Hk, h / a.group, tc, n, tid, PREP_THREADS);
+    load_rows(qs, a.q, a.Hk, h / a.group, tc, n, tid, PREP_THREADS);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     if (tid < CH) {
         double l = 0.0;
@@ -272,24 +240,40 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
         gs.G[tid] = gs.seg[tid] == 0 ? (float)exp(gs.r[tid]) : 0.0f;
         gs.e[tid] = tid < n && gs.seg[tid] == gs.seg[n - 1] ? (float)exp(gs.r[n - 1] - gs.r[tid]) : 0.0f;
     }
-    { /* L: warp w's strip of rows 16 w .. 16 w + 15, its tiles left of the diagonal and on it */
+    uint8_t *out = ws + ((int64_t)c * a.Hv + h) * WS_BYTES;
+    /* warp w's strip of rows 16 w .. 16 w + 15, its tiles left of the diagonal and on it */
+    { /* P = d (q k^T), j <= i, straight to its planes */
         float acc[8][4] = {};
-        gram<DT, 8>(acc, ks, 16 * w, ks, 0, 2 * w + 2, g, t);
+        gram<DT, 8>(acc, qs, 16 * w, ks, 0, 2 * w + 2, g, t);
+        uint16_t *phi = (uint16_t *)(out + 2 * PLANE), *plo = (uint16_t *)(out + 3 * PLANE);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
             if (nt >= 2 * w + 2) continue;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = 16 * w + g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
-                float l = 0.0f;
-                if (j < i && gs.seg[i] == gs.seg[j])
-                    l = __fmul_rn(__fmul_rn(beta[i], expf((float)(gs.r[i] - gs.r[j]))), acc[nt][e]);
-                lt[j * CH + i] = l;
+            for (int half = 0; half < 2; ++half) {
+                const int i = 16 * w + g + 8 * half, j = 8 * nt + 2 * t;
+                uint16_t hi[2], lo[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    split(j + e <= i ? __fmul_rn(decay(gs, i, j + e), acc[nt][2 * half + e]) : 0.0f, hi[e], lo[e]);
+                *(uint32_t *)&phi[i * CH + j] = pack(hi[0], hi[1]);
+                *(uint32_t *)&plo[i * CH + j] = pack(lo[0], lo[1]);
             }
         }
     }
+    float kk[8][4] = {}; /* L = beta_i d_ij (k_i . k_j), j < i */
+    gram<DT, 8>(kk, ks, 16 * w, ks, 0, 2 * w + 2, g, t);
+    __syncthreads(); /* the q tile is read: lt takes its place */
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        if (nt >= 2 * w + 2) continue;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = 16 * w + g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
+            lt[j * CH + i] = j < i ? __fmul_rn(__fmul_rn(beta[i], decay(gs, i, j)), kk[nt][e]) : 0.0f;
+        }
+    }
     __syncthreads();
-    uint8_t *out = ws + ((int64_t)c * a.Hv + h) * WS_BYTES;
     if (tid < CH) { /* column j = tid of (I + L)^-1 by forward substitution, right-looking; then A = T diag(beta) */
         float x[CH];
 #pragma unroll
@@ -309,22 +293,22 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     }
     __syncthreads(); /* G and e */
     const uint4 *src = (const uint4 *)&gs;
-    uint4 *dst = (uint4 *)(out + 2 * PLANE);
+    uint4 *dst = (uint4 *)(out + 4 * PLANE);
     for (int i = tid; i < (int)(sizeof(chunk_gates) / 16); i += PREP_THREADS) dst[i] = src[i];
 }
 
 /* The scan block's shared memory: two stages of a chunk's inputs, then the products' planes. */
 struct scan_stage {
-    uint16_t q[CH * LDK], k[CH * LDK], v[CH * LDV], ahi[CH * LDC], alo[CH * LDC];
+    uint16_t q[CH * LDK], k[CH * LDK], v[CH * LDV];
+    uint16_t ahi[CH * LDC], alo[CH * LDC], phi[CH * LDC], plo[CH * LDC]; /* A and P, [i][j] */
     chunk_gates gt;
 };
 struct scan_smem {
     scan_stage st[2];
-    uint16_t shi[NS * LDK], slo[NS * LDK]; /* S as [value column][key row] */
-    uint16_t xhi[NS * LDC], xlo[NS * LDC]; /* V - diag(G) K S0, [column][token] */
+    uint16_t shi[NS * LDK], slo[NS * LDK]; /* S0 as [value column][key row] */
+    uint16_t xhi[NS * LDC], xlo[NS * LDC]; /* X = V - diag(G) K S0, [column][token] */
     uint16_t uhi[NS * LDC], ulo[NS * LDC]; /* U */
     uint16_t ehi[NS * LDC], elo[NS * LDC]; /* diag(e) U */
-    uint16_t phi[CH * LDC], plo[CH * LDC]; /* the decayed q k^T, [i][j] */
 };
 
 /* Issues the loads of one chunk's inputs (tokens tc .., n live) into a stage. */
@@ -338,12 +322,13 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
         const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
         cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
     }
-    for (int i = tid; i < 2 * CH * (CH / 8); i += SCAN_THREADS) {
+    for (int i = tid; i < 4 * CH * (CH / 8); i += SCAN_THREADS) {
         const int plane = i / (CH * (CH / 8)), r = (i / (CH / 8)) % CH, piece = i % (CH / 8);
-        cp16((plane ? st.alo : st.ahi) + r * LDC + piece * 8, wsc + plane * PLANE + r * (CH * 2) + piece * 16, 16);
+        uint16_t *dst = plane == 0 ? st.ahi : plane == 1 ? st.alo : plane == 2 ? st.phi : st.plo;
+        cp16(dst + r * LDC + piece * 8, wsc + plane * PLANE + r * (CH * 2) + piece * 16, 16);
     }
     for (int i = tid; i < (int)(sizeof(chunk_gates) / 16); i += SCAN_THREADS)
-        cp16((uint8_t *)&st.gt + 16 * i, wsc + 2 * PLANE + 16 * i, 16);
+        cp16((uint8_t *)&st.gt + 16 * i, wsc + 4 * PLANE + 16 * i, 16);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
@@ -356,13 +341,65 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int r, int 
     }
 }
 
+/* The [C, 32] products of the scan: warp w computes rows 16 M0 .., 16 M1 .. (M1 = 3 - M0; M0 = 0 for warps 0-3,
+ * 1 for 4-7) of value columns 8 (w & 3) .. + 7, so that the lower-triangular products give every warp 5 k blocks. */
+template <int DT, int M0>
+__device__ __forceinline__ void times_state2(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
+                                             const scan_smem &sm, int n0, int g, int t) {
+    constexpr int M[2] = {M0, 3 - M0};
+#pragma unroll
+    for (int kb = 0; kb < DK / 16; ++kb) {
+        uint32_t bh[2], bl[2];
+        frag_b(bh, sm.shi, LDK, n0, 16 * kb, g, t);
+        frag_b(bl, sm.slo, LDK, n0, 16 * kb, g, t);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            uint32_t kh[4], kl[4], qh[4], ql[4];
+            frag_a_in<DT>(kh, kl, st.k, 16 * M[i], 16 * kb, g, t);
+            frag_a_in<DT>(qh, ql, st.q, 16 * M[i], 16 * kb, g, t);
+            mma(ks0[i], kh, bh[0], bh[1]);
+            mma(ks0[i], kh, bl[0], bl[1]);
+            mma(qs0[i], qh, bh[0], bh[1]);
+            mma(qs0[i], qh, bl[0], bl[1]);
+            if (DT == GDN_F16) {
+                mma(ks0[i], kl, bh[0], bh[1]);
+                mma(qs0[i], ql, bh[0], bh[1]);
+            }
+        }
+    }
+}
+
+/* acc[i] += (Ahi + Alo)[rows of M[i]][0 .. 16 (M[i] + 1)) (Bhi + Blo)[.., columns n0 ..]: a lower-triangular [C, C]
+ * pair of planes [row][LDC] times a [C, 32] pair stored [n][LDC]. */
+template <int M0>
+__device__ __forceinline__ void lower2(float (&acc)[2][4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
+                                       const uint16_t *blo, int n0, int g, int t) {
+    constexpr int M[2] = {M0, 3 - M0};
+#pragma unroll
+    for (int kb = 0; kb <= 3 - M0; ++kb) {
+        uint32_t bh[2], bl[2];
+        frag_b(bh, bhi, LDC, n0, 16 * kb, g, t);
+        frag_b(bl, blo, LDC, n0, 16 * kb, g, t);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            if (kb > M[i]) continue;
+            uint32_t ah[4], al[4];
+            frag_a(ah, ahi, LDC, 16 * M[i], 16 * kb, g, t);
+            frag_a(al, alo, LDC, 16 * M[i], 16 * kb, g, t);
+            mma(acc[i], ah, bh[0], bh[1]);
+            mma(acc[i], ah, bl[0], bl[1]);
+            mma(acc[i], al, bh[0], bh[1]);
+        }
+    }
+}
+
 template <int DT>
 __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     scan_smem &sm = *(scan_smem *)smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-    const int mt = w >> 1, nb = 8 * 2 * (w & 1); /* the [C, 32] products: rows 16 mt .., columns nb .. nb + 15 */
+    const int m0 = w < 4 ? 0 : 1, n0 = 8 * (w & 3); /* the [C, 32] products' rows 16 m0 .., 16 (3 - m0) ..; columns */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
     const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv;
@@ -396,73 +433,54 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         if (lc + 1 < chunks)
             load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, s, tc + CH,
                        (int)min((int64_t)CH, t0 + len - tc - CH), tid);
-        /* X = V - diag(G) K S0 and Q S0 */
+        /* X = V - diag(G) K S0, and Q S0 */
         float ks0[2][4] = {}, qs0[2][4] = {};
-        times_state<DT>(ks0, st.k, 16 * mt, sm.shi, sm.slo, nb, g, t);
-        times_state<DT>(qs0, st.q, 16 * mt, sm.shi, sm.slo, nb, g, t);
+        if (m0 == 0) times_state2<DT, 0>(ks0, qs0, st, sm, n0, g, t);
+        else times_state2<DT, 1>(ks0, qs0, st, sm, n0, g, t);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int i = 0; i < 2; ++i) {
+            const int r0 = 16 * (i ? 3 - m0 : m0) + g;
             float x[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int r = 16 * mt + g + (e >> 1) * 8, col = nb + 8 * j + 2 * t + (e & 1);
-                x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[j][e]));
+                const int r = r0 + (e >> 1) * 8, col = n0 + 2 * t + (e & 1);
+                x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[i][e]));
             }
-            put_cols(sm.xhi, sm.xlo, 16 * mt + g, nb + 8 * j + 2 * t, x);
+            put_cols(sm.xhi, sm.xlo, r0, n0 + 2 * t, x);
         }
-        { /* P = the decayed q k^T, lower triangle with the diagonal: rows 16 mt .., columns 32 (w & 1) .. + 31 */
-            const int c0 = 32 * (w & 1), live = min(4, max(0, (16 * mt + 16 - c0 + 7) / 8));
-            float qk[4][4] = {};
-            gram<DT, 4>(qk, st.q, 16 * mt, st.k, c0, live, g, t);
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                if (nt >= live) continue;
-                uint16_t ph[4], pl[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int i = 16 * mt + g + (e >> 1) * 8, j = c0 + 8 * nt + 2 * t + (e & 1);
-                    float p = 0.0f;
-                    if (j <= i && st.gt.seg[i] == st.gt.seg[j])
-                        p = __fmul_rn(expf((float)(st.gt.r[i] - st.gt.r[j])), qk[nt][e]);
-                    split(p, ph[e], pl[e]);
-                }
-                const int i0 = 16 * mt + g, j0 = c0 + 8 * nt + 2 * t;
-                *(uint32_t *)&sm.phi[i0 * LDC + j0] = pack(ph[0], ph[1]);
-                *(uint32_t *)&sm.plo[i0 * LDC + j0] = pack(pl[0], pl[1]);
-                *(uint32_t *)&sm.phi[(i0 + 8) * LDC + j0] = pack(ph[2], ph[3]);
-                *(uint32_t *)&sm.plo[(i0 + 8) * LDC + j0] = pack(pl[2], pl[3]);
-            }
-        }
-        __syncthreads(); /* X and P */
+        __syncthreads(); /* X */
         { /* U = A X; and diag(e) U */
             float u[2][4] = {};
-            lower_times(u, st.ahi, st.alo, mt, sm.xhi, sm.xlo, nb, g, t);
+            if (m0 == 0) lower2<0>(u, st.ahi, st.alo, sm.xhi, sm.xlo, n0, g, t);
+            else lower2<1>(u, st.ahi, st.alo, sm.xhi, sm.xlo, n0, g, t);
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
+            for (int i = 0; i < 2; ++i) {
+                const int r0 = 16 * (i ? 3 - m0 : m0) + g;
                 float eu[4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[16 * mt + g + (e >> 1) * 8], u[j][e]);
-                put_cols(sm.uhi, sm.ulo, 16 * mt + g, nb + 8 * j + 2 * t, u[j]);
-                put_cols(sm.ehi, sm.elo, 16 * mt + g, nb + 8 * j + 2 * t, eu);
+                for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[i][e]);
+                put_cols(sm.uhi, sm.ulo, r0, n0 + 2 * t, u[i]);
+                put_cols(sm.ehi, sm.elo, r0, n0 + 2 * t, eu);
             }
         }
         __syncthreads(); /* U */
         { /* y = scale (diag(G) Q S0 + P U) */
             float pu[2][4] = {};
-            lower_times(pu, sm.phi, sm.plo, mt, sm.uhi, sm.ulo, nb, g, t);
+            if (m0 == 0) lower2<0>(pu, st.phi, st.plo, sm.uhi, sm.ulo, n0, g, t);
+            else lower2<1>(pu, st.phi, st.plo, sm.uhi, sm.ulo, n0, g, t);
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < 2; ++i)
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    const int r = 16 * mt + g + 8 * half, col = nb + 8 * j + 2 * t;
+                    const int r = 16 * (i ? 3 - m0 : m0) + g + 8 * half, col = n0 + 2 * t;
                     if (r >= n) continue;
                     const int64_t tok = tc + r;
                     const int live = !a.mask || a.mask[tok];
                     uint16_t o[2];
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[j][2 * half + e]),
-                                                                     pu[j][2 * half + e]));
+                        const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[i][2 * half + e]),
+                                                                     pu[i][2 * half + e]));
                         o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
                     }
                     *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + col) = pack(o[0], o[1]);
