@@ -107,10 +107,10 @@ def new_cache(model):
 
 def crop(cache, tokens):
     """Drop the last `tokens` keys and values of the full-attention layers (the only ones in transformers' cache
-    for the libgdn model)."""
+    for the libgdn model; transformers 5.17 also lists the linear-attention layers, with no keys)."""
     from transformers.cache_utils import CacheLayerMixin
     for layer in cache.layers:
-        if isinstance(layer, CacheLayerMixin) and tokens:
+        if isinstance(layer, CacheLayerMixin) and tokens and getattr(layer, "keys", None) is not None:
             layer.crop(-tokens)
 
 

@@ -124,8 +124,8 @@ static int cmd_check(void) {
             printf(" ref failed: %s\n", gdn_status_str(ref_st));
             failed++;
         } else {
-            for (int i = 0; i < gdn_kernel_count(); ++i) {
-                if (strcmp(gdn_kernel_name(i), "ref") == 0) continue;
+            for (int i = 0; i < gdn_kernel_count(); ++i) { /* the chunked contract has no bits to compare */
+                if (strcmp(gdn_kernel_name(i), "ref") == 0 || gdn_kernel_contract(i) != GDN_CONTRACT_EXACT) continue;
                 const gdn_status ks = run_kernel_once(i, &c, y, st);
                 if (ks == GDN_ERR_INELIGIBLE || ks == GDN_ERR_NO_DEVICE) continue;
                 const int ok = ks == GDN_OK && memcmp(y, y_ref, c.v_bytes) == 0 && memcmp(st, s_ref, c.state_bytes) == 0;
@@ -243,12 +243,14 @@ static int run_dtype(gdn_dtype dtype, int64_t T, const run_floor *fl) {
             failures++;
             continue;
         }
+        /* the chunked contract: within the error bounds, not ref's bits */
+        const int exact = gdn_kernel_contract(i) == GDN_CONTRACT_EXACT;
         const int eq = memcmp(y, y_ref, c.v_bytes) == 0 && memcmp(st, s_ref, c.state_bytes) == 0;
         ry = tool_rel_l2(y, dtype, y_o, n_y);
         rs = tool_rel_l2(st, GDN_F32, s_o, n_s);
-        failures += !eq || !(ry <= y_bound && rs <= REL_L2_BOUND);
+        failures += (exact && !eq) || !(ry <= y_bound && rs <= REL_L2_BOUND);
         print_row(dn, name, backend_name(be), ms, flops, be == GDN_BACKEND_CUDA ? fl->gpu_gflops : fl->cpu_gflops, ref_ms,
-                  eq ? "yes" : "NO", ry, rs);
+                  !exact ? "chunked" : eq ? "yes" : "NO", ry, rs);
     }
 done:
     free(y_o);
@@ -317,7 +319,8 @@ static int cmd_run(int argc, char **argv) {
     } else {
         printf("  GPU: no CUDA device here (or built without CUDA): CUDA kernels skipped\n");
     }
-    printf("  ==ref: y and final state memcmp-equal to ref; rel L2: ||x - oracle|| / ||oracle||, bound %.0e (bf16 y: %.0e)\n\n",
+    printf("  ==ref: y and final state memcmp-equal to ref (\"chunked\": a kernel of the chunked contract, held to the\n"
+           "  bounds alone); rel L2: ||x - oracle|| / ||oracle||, bound %.0e (bf16 y: %.0e)\n\n",
            REL_L2_BOUND, REL_L2_BOUND_HALF);
     printf("%-5s %-18s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
            "%peak", "vs ref", "==ref", "rel L2 y", "rel L2 S");
@@ -335,7 +338,8 @@ static int cmd_run(int argc, char **argv) {
         return 1;
     }
     printf("\n%s (%.1f s)\n\n",
-           failures ? "FAILED: a kernel differs from ref or misses the error bound" : "all kernels bitwise equal to ref, errors within bounds",
+           failures ? "FAILED: a kernel differs from ref or misses the error bound"
+                    : "every exact kernel bitwise equal to ref, errors within bounds",
            tool_now() - t0);
     char quick[] = "--quick";
     char *layer_argv[] = {quick};
