@@ -30,7 +30,7 @@ constexpr int LDK = DK + 8;       /* u16 row stride of the q and k tiles (confli
 constexpr int LDC = CH + 8;       /* u16 row stride of the 64-wide tiles */
 constexpr int LDV = NS + 8;       /* u16 row stride of the v slice */
 constexpr int PREP_THREADS = 128; /* 4 warps: a 16-row strip of K K^T each */
-constexpr int SCAN_THREADS = 256; /* 8 warps */
+constexpr int SCAN_THREADS = 512; /* 16 warps */
 constexpr int SEQS = 128;         /* sequences per launch (their table travels in the parameters) */
 
 /* A chunk's gate vectors as the scan reads them (binary64 segment sums, G, e, segment numbers). */
@@ -198,6 +198,33 @@ __device__ __forceinline__ float decay(const chunk_gates &gs, int i, int j) {
     return gs.seg[i] == gs.seg[j] ? expf((float)(gs.r[i] - gs.r[j])) : 0.0f;
 }
 
+/* (segment starts, sum of log g since the last start) over a run of tokens; a start (log g = -inf) counts 0. */
+struct seg_sum {
+    int starts;
+    double sum;
+};
+__device__ __forceinline__ seg_sum seg_token(double l) { return l == -INFINITY ? seg_sum{1, 0.0} : seg_sum{0, l}; }
+/* x then y */
+__device__ __forceinline__ seg_sum seg_then(seg_sum x, seg_sum y) {
+    return seg_sum{x.starts + y.starts, y.starts > 0 ? y.sum : x.sum + y.sum};
+}
+
+/* gs.r, gs.seg of the chunk's 64 log-decays: a fixed tree (lane pairs, then the warp's inclusive scan). Warp 0. */
+__device__ __forceinline__ void segment_sums(const double *lg, chunk_gates &gs, int lane) {
+    const seg_sum e0 = seg_token(lg[2 * lane]), e1 = seg_token(lg[2 * lane + 1]);
+    seg_sum run = seg_then(e0, e1);
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const seg_sum up = {__shfl_up_sync(GDN_FULL_MASK, run.starts, d), __shfl_up_sync(GDN_FULL_MASK, run.sum, d)};
+        if (lane >= d) run = seg_then(up, run);
+    }
+    seg_sum before = {__shfl_up_sync(GDN_FULL_MASK, run.starts, 1), __shfl_up_sync(GDN_FULL_MASK, run.sum, 1)};
+    if (lane == 0) before = seg_sum{0, 0.0};
+    const seg_sum r0 = seg_then(before, e0), r1 = seg_then(r0, e1);
+    gs.r[2 * lane] = r0.sum, gs.seg[2 * lane] = r0.starts;
+    gs.r[2 * lane + 1] = r1.sum, gs.seg[2 * lane + 1] = r1.starts;
+}
+
 template <int DT>
 __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, chunk_seqs sq, uint8_t *ws) {
     __shared__ __align__(16) uint16_t ks[CH * LDK], qs[CH * LDK];
@@ -225,15 +252,8 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
         lg[tid] = l, beta[tid] = be;
     }
     __syncthreads();
-    if (tid == 0) { /* the segment sums, in token order */
-        double r = 0.0;
-        int seg = 0;
-        for (int i = 0; i < CH; ++i) {
-            if (lg[i] == -INFINITY) ++seg, r = 0.0;
-            else r += lg[i];
-            gs.r[i] = r, gs.seg[i] = seg;
-        }
-    }
+    if (w == 0) /* the segment sums: a scan of (segment starts, sum since the last) pairs, lane l tokens 2l, 2l+1 */
+        segment_sums(lg, gs, tid);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     if (tid < CH) {
@@ -274,21 +294,29 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
         }
     }
     __syncthreads();
-    if (tid < CH) { /* column j = tid of (I + L)^-1 by forward substitution, right-looking; then A = T diag(beta) */
-        float x[CH];
+    { /* column j of T = (I + L)^-1 by right-looking forward substitution, its rows split by parity between lanes
+       * l and l + 16 of warp j / 16; then A = T diag(beta). x[m] = 0 for m < j: the warp skips those steps. */
+        const int lane = tid & 31, j = 16 * w + (lane & 15), p = lane >> 4;
+        float x[CH / 2]; /* rows 2 k + p */
 #pragma unroll
-        for (int i = 0; i < CH; ++i) x[i] = i == tid ? 1.0f : 0.0f;
+        for (int k = 0; k < CH / 2; ++k) x[k] = 2 * k + p == j ? 1.0f : 0.0f;
 #pragma unroll
-        for (int m = 0; m < CH; ++m)
+        for (int m = 0; m < CH; ++m) {
+            if (m < 16 * w) continue;
+            const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], (lane & 15) | ((m & 1) << 4));
 #pragma unroll
-            for (int i = m + 1; i < CH; ++i) x[i] = __fmaf_rn(-lt[m * CH + i], x[m], x[i]);
+            for (int k = m / 2; k < CH / 2; ++k) {
+                const float2 l2 = *(const float2 *)&lt[m * CH + 2 * k]; /* L[2k][m], L[2k+1][m] */
+                if (2 * k + p > m) x[k] = __fmaf_rn(-(p ? l2.y : l2.x), xm, x[k]);
+            }
+        }
         uint16_t *hi = (uint16_t *)out, *lo = (uint16_t *)(out + PLANE);
-        const float bj = beta[tid];
+        const float bj = beta[j];
 #pragma unroll
-        for (int i = 0; i < CH; ++i) {
+        for (int k = 0; k < CH / 2; ++k) {
             uint16_t vh, vl;
-            split(__fmul_rn(x[i], bj), vh, vl);
-            hi[i * CH + tid] = vh, lo[i * CH + tid] = vl;
+            split(__fmul_rn(x[k], bj), vh, vl);
+            hi[(2 * k + p) * CH + j] = vh, lo[(2 * k + p) * CH + j] = vl;
         }
     }
     __syncthreads(); /* G and e */
@@ -341,55 +369,46 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int r, int 
     }
 }
 
-/* The [C, 32] products of the scan: warp w computes rows 16 M0 .., 16 M1 .. (M1 = 3 - M0; M0 = 0 for warps 0-3,
- * 1 for 4-7) of value columns 8 (w & 3) .. + 7, so that the lower-triangular products give every warp 5 k blocks. */
-template <int DT, int M0>
-__device__ __forceinline__ void times_state2(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
-                                             const scan_smem &sm, int n0, int g, int t) {
-    constexpr int M[2] = {M0, 3 - M0};
+/* The scan's [C, 32] products give warp w (of 16) the tile of rows 16 (w / 4) .., columns 8 (w % 4) ..: the four
+ * warps that share a scheduler (w % 4) hold the four row blocks, so each scheduler's share of the lower-triangular
+ * products is 1 + 2 + 3 + 4 k blocks. The state [Dk, 32]: warp w holds key rows 16 (w % 8) .., columns
+ * 16 (w / 8) .. + 15 (two tiles). */
+
+/* K S0 and Q S0 for the warp's tile (rows m0 .., columns n0 ..): input rows times the state's planes. */
+template <int DT>
+__device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], const scan_stage &st,
+                                            const scan_smem &sm, int m0, int n0, int g, int t) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        uint32_t bh[2], bl[2];
+        uint32_t bh[2], bl[2], kh[4], kl[4], qh[4], ql[4];
         frag_b(bh, sm.shi, LDK, n0, 16 * kb, g, t);
         frag_b(bl, sm.slo, LDK, n0, 16 * kb, g, t);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            uint32_t kh[4], kl[4], qh[4], ql[4];
-            frag_a_in<DT>(kh, kl, st.k, 16 * M[i], 16 * kb, g, t);
-            frag_a_in<DT>(qh, ql, st.q, 16 * M[i], 16 * kb, g, t);
-            mma(ks0[i], kh, bh[0], bh[1]);
-            mma(ks0[i], kh, bl[0], bl[1]);
-            mma(qs0[i], qh, bh[0], bh[1]);
-            mma(qs0[i], qh, bl[0], bl[1]);
-            if (DT == GDN_F16) {
-                mma(ks0[i], kl, bh[0], bh[1]);
-                mma(qs0[i], ql, bh[0], bh[1]);
-            }
+        frag_a_in<DT>(kh, kl, st.k, m0, 16 * kb, g, t);
+        frag_a_in<DT>(qh, ql, st.q, m0, 16 * kb, g, t);
+        mma(ks0, kh, bh[0], bh[1]);
+        mma(qs0, qh, bh[0], bh[1]);
+        mma(ks0, kh, bl[0], bl[1]);
+        mma(qs0, qh, bl[0], bl[1]);
+        if (DT == GDN_F16) {
+            mma(ks0, kl, bh[0], bh[1]);
+            mma(qs0, ql, bh[0], bh[1]);
         }
     }
 }
 
-/* acc[i] += (Ahi + Alo)[rows of M[i]][0 .. 16 (M[i] + 1)) (Bhi + Blo)[.., columns n0 ..]: a lower-triangular [C, C]
- * pair of planes [row][LDC] times a [C, 32] pair stored [n][LDC]. */
-template <int M0>
-__device__ __forceinline__ void lower2(float (&acc)[2][4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
-                                       const uint16_t *blo, int n0, int g, int t) {
-    constexpr int M[2] = {M0, 3 - M0};
-#pragma unroll
-    for (int kb = 0; kb <= 3 - M0; ++kb) {
-        uint32_t bh[2], bl[2];
+/* acc += (Ahi + Alo)[rows 16 mt ..][0 .. 16 (mt + 1)) (Bhi + Blo)[.., columns n0 ..]: a lower-triangular [C, C] pair
+ * of planes [row][LDC] times a [C, 32] pair stored [n][LDC]. */
+__device__ __forceinline__ void lower(float (&acc)[4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
+                                      const uint16_t *blo, int mt, int n0, int g, int t) {
+    for (int kb = 0; kb <= mt; ++kb) {
+        uint32_t bh[2], bl[2], ah[4], al[4];
         frag_b(bh, bhi, LDC, n0, 16 * kb, g, t);
         frag_b(bl, blo, LDC, n0, 16 * kb, g, t);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            if (kb > M[i]) continue;
-            uint32_t ah[4], al[4];
-            frag_a(ah, ahi, LDC, 16 * M[i], 16 * kb, g, t);
-            frag_a(al, alo, LDC, 16 * M[i], 16 * kb, g, t);
-            mma(acc[i], ah, bh[0], bh[1]);
-            mma(acc[i], ah, bl[0], bl[1]);
-            mma(acc[i], al, bh[0], bh[1]);
-        }
+        frag_a(ah, ahi, LDC, 16 * mt, 16 * kb, g, t);
+        frag_a(al, alo, LDC, 16 * mt, 16 * kb, g, t);
+        mma(acc, ah, bh[0], bh[1]);
+        mma(acc, ah, bl[0], bl[1]);
+        mma(acc, al, bh[0], bh[1]);
     }
 }
 
@@ -399,25 +418,26 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     scan_smem &sm = *(scan_smem *)smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-    const int m0 = w < 4 ? 0 : 1, n0 = 8 * (w & 3); /* the [C, 32] products' rows 16 m0 .., 16 (3 - m0) ..; columns */
+    const int mt = w >> 2, r0 = 16 * mt + g, n0 = 8 * (w & 3); /* the [C, 32] tile: rows r0, r0 + 8; columns n0 + 2t */
+    const int key0 = 16 * (w & 7) + g, c0 = 16 * (w >> 3);     /* the state's: key rows key0 (+ 8), columns c0 .. */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
     const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv;
-    /* S: warp w holds key rows 16 w + g (+ 8), columns 8 nt + 2 t (+ 1) of the block's 32, in f32 */
-    float S[4][4];
+    /* S in f32: tile nt's element e is key row key0 + 8 (e / 2), column c0 + 8 nt + 2 t + e % 2 of the block's 32 */
+    float S[2][4];
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int64_t i = 16 * w + g + (e >> 1) * 8, j = NS * s + 8 * nt + 2 * t + (e & 1);
+            const int64_t i = key0 + (e >> 1) * 8, j = NS * s + c0 + 8 * nt + 2 * t + (e & 1);
             S[nt][e] = a.state_in ? a.state_in[state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j)] : 0.0f;
         }
     auto put_state = [&]() {
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int i = 16 * w + g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
+                const int i = key0 + (e >> 1) * 8, j = c0 + 8 * nt + 2 * t + (e & 1);
                 split(S[nt][e], sm.shi[j * LDK + i], sm.slo[j * LDK + i]);
             }
     };
@@ -434,73 +454,61 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, s, tc + CH,
                        (int)min((int64_t)CH, t0 + len - tc - CH), tid);
         /* X = V - diag(G) K S0, and Q S0 */
-        float ks0[2][4] = {}, qs0[2][4] = {};
-        if (m0 == 0) times_state2<DT, 0>(ks0, qs0, st, sm, n0, g, t);
-        else times_state2<DT, 1>(ks0, qs0, st, sm, n0, g, t);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int r0 = 16 * (i ? 3 - m0 : m0) + g;
+        float ks0[4] = {}, qs0[4] = {};
+        times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, g, t);
+        {
             float x[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = r0 + (e >> 1) * 8, col = n0 + 2 * t + (e & 1);
-                x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[i][e]));
+                x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[e]));
             }
             put_cols(sm.xhi, sm.xlo, r0, n0 + 2 * t, x);
         }
         __syncthreads(); /* X */
         { /* U = A X; and diag(e) U */
-            float u[2][4] = {};
-            if (m0 == 0) lower2<0>(u, st.ahi, st.alo, sm.xhi, sm.xlo, n0, g, t);
-            else lower2<1>(u, st.ahi, st.alo, sm.xhi, sm.xlo, n0, g, t);
+            float u[4] = {}, eu[4];
+            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, g, t);
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const int r0 = 16 * (i ? 3 - m0 : m0) + g;
-                float eu[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[i][e]);
-                put_cols(sm.uhi, sm.ulo, r0, n0 + 2 * t, u[i]);
-                put_cols(sm.ehi, sm.elo, r0, n0 + 2 * t, eu);
-            }
+            for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[e]);
+            put_cols(sm.uhi, sm.ulo, r0, n0 + 2 * t, u);
+            put_cols(sm.ehi, sm.elo, r0, n0 + 2 * t, eu);
         }
         __syncthreads(); /* U */
         { /* y = scale (diag(G) Q S0 + P U) */
-            float pu[2][4] = {};
-            if (m0 == 0) lower2<0>(pu, st.phi, st.plo, sm.uhi, sm.ulo, n0, g, t);
-            else lower2<1>(pu, st.phi, st.plo, sm.uhi, sm.ulo, n0, g, t);
+            float pu[4] = {};
+            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, g, t);
 #pragma unroll
-            for (int i = 0; i < 2; ++i)
+            for (int half = 0; half < 2; ++half) {
+                const int r = r0 + 8 * half;
+                if (r >= n) continue;
+                const int64_t tok = tc + r;
+                const int live = !a.mask || a.mask[tok];
+                uint16_t o[2];
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int r = 16 * (i ? 3 - m0 : m0) + g + 8 * half, col = n0 + 2 * t;
-                    if (r >= n) continue;
-                    const int64_t tok = tc + r;
-                    const int live = !a.mask || a.mask[tok];
-                    uint16_t o[2];
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[i][2 * half + e]),
-                                                                     pu[i][2 * half + e]));
-                        o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
-                    }
-                    *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + col) = pack(o[0], o[1]);
+                for (int e = 0; e < 2; ++e) {
+                    const float v =
+                        __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[2 * half + e]), pu[2 * half + e]));
+                    o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
                 }
+                *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t) = pack(o[0], o[1]);
+            }
         }
-        { /* S = G_{n-1} S0 + K^T diag(e) U: warp w's key rows 16 w .., all 32 columns */
-            float ku[4][4] = {};
+        { /* S = G_{n-1} S0 + K^T diag(e) U: the warp's two state tiles */
+            float ku[2][4] = {};
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
                 uint32_t ah[4], al[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) { /* K^T: row = key index, column = token */
-                    const int key = 16 * w + g + (q & 1) * 8, tok = 16 * kb + 2 * t + (q >> 1) * 8;
+                    const int key = key0 + (q & 1) * 8, tok = 16 * kb + 2 * t + (q >> 1) * 8;
                     in_pair<DT>(pack(st.k[tok * LDK + key], st.k[(tok + 1) * LDK + key]), ah[q], al[q]);
                 }
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
+                for (int nt = 0; nt < 2; ++nt) {
                     uint32_t bh[2], bl[2];
-                    frag_b(bh, sm.ehi, LDC, 8 * nt, 16 * kb, g, t);
-                    frag_b(bl, sm.elo, LDC, 8 * nt, 16 * kb, g, t);
+                    frag_b(bh, sm.ehi, LDC, c0 + 8 * nt, 16 * kb, g, t);
+                    frag_b(bl, sm.elo, LDC, c0 + 8 * nt, 16 * kb, g, t);
                     mma(ku[nt], ah, bh[0], bh[1]);
                     mma(ku[nt], ah, bl[0], bl[1]);
                     if (DT == GDN_F16) mma(ku[nt], al, bh[0], bh[1]);
@@ -508,7 +516,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             }
             const float Gn = st.gt.G[n - 1];
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
             put_state(); /* the planes' readers (X, Q S0) are behind the barrier above */
@@ -516,10 +524,10 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     }
     if (a.state_out)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int64_t i = 16 * w + g + (e >> 1) * 8, j = NS * s + 8 * nt + 2 * t + (e & 1);
+                const int64_t i = key0 + (e >> 1) * 8, j = NS * s + c0 + 8 * nt + 2 * t + (e & 1);
                 a.state_out[state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j)] = S[nt][e];
             }
 }
