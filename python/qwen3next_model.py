@@ -114,12 +114,23 @@ def crop(cache, tokens):
             layer.crop(-tokens)
 
 
+def cache_keyword(model):
+    """The keyword the model's forward takes transformers' Cache under: `cache` (transformers 5.24) or
+    `past_key_values` (5.17, whose forward would leave an unknown `cache=` in its **kwargs unread and decode every
+    step on a fresh cache)."""
+    params = inspect.signature(model.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise TypeError("model.forward: expected a `cache` or `past_key_values` parameter, got %s" % list(params))
+
+
 def forward(model, ids, cache, pools=None, **batch):
     """Logits [T, vocab] (f32) of one forward over ids [T] on slot 0; pools.set_batch(slot=[0], **batch) first."""
     if pools is not None:
         pools.set_batch(slot=[0], **batch)
     with torch.no_grad():
-        out = model(input_ids=ids[None], cache=cache, use_cache=True)
+        out = model(input_ids=ids[None], use_cache=True, **{cache_keyword(model): cache})
     return out.logits[0].float()
 
 

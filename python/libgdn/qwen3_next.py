@@ -163,9 +163,10 @@ class TransformersGatedDeltaNet(nn.Module):
     forward(hidden_states, cache, attention_mask, **kwargs) as Qwen3NextGatedDeltaNet's, its states in the
     GatedDeltaNetCache `pools` (shared by the model's GDN layers: set its batch before each model forward). The
     model's own Cache (transformers') still holds the full-attention layers' keys and values; its linear-attention
-    entries are left alone. attention_mask: None or all ones (transformers' recurrent mask is None for an unpadded
-    batch); padding is refused. trace: None, or a list that each forward appends (qkv, z, alpha, beta, y) to (the
-    layer step's inputs and output, on their device)."""
+    entries are left alone (the decoder layer passes that Cache as `cache`, or in 5.17 as `cache_params`, which
+    lands in **kwargs: unread either way). attention_mask: None or all ones (transformers' recurrent mask is None
+    for an unpadded batch); padding is refused. trace: None, or a list that each forward appends (qkv, z, alpha,
+    beta, y) to (the layer step's inputs and output, on their device)."""
 
     def __init__(self, gdn, pools):
         super().__init__()
