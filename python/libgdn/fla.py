@@ -142,6 +142,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     every libgdn kernel. Arguments as fused_recurrent_gated_delta_rule's (g is fla's log decay;
     use_gate_in_kernel, A_log and dt_bias as fla passes them); cu_seqlens_cpu, when given, is the host copy of
     cu_seqlens that libgdn reads (no synchronization). chunk_size and chunk_indices are accepted and have no effect.
+    kernel="cuda_chunked" (or "fastest") runs libgdn's chunked algorithm on CUDA instead: its chunked contract
+    (docs/CONTRACT.md §8: deterministic, batch- and split-invariant, within float64 tolerance; not the exact bits).
     Returns (o [B, T, HV, V], final_state [N, HV, K, V] float32 or None).
     """
     return _gated_delta_rule(q, k, v, g, None, None, beta, scale, initial_state, output_final_state,

@@ -34,6 +34,15 @@ def test_the_installed_library_is_not_the_testing_build():
     assert all("pauses" not in v for _, _, variants in libgdn.kernels() for v in variants)
 
 
+def test_kernel_contracts():
+    """Every kernel keeps the exact contract but cuda_chunked (the chunked one); an unknown name is refused."""
+    names = [n for n, _, _ in libgdn.kernels()]
+    assert "cuda_chunked" in names and "ref" in names
+    assert all(libgdn.kernel_contract(n) == ("chunked" if n == "cuda_chunked" else "exact") for n in names)
+    with pytest.raises(ValueError, match="no kernel"):
+        libgdn.kernel_contract("nope")
+
+
 def test_gdn_py_keeps_the_old_names():
     sys.path.insert(0, PYTHON_DIR)
     try:
