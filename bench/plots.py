@@ -66,6 +66,8 @@ def classify(form, data):
             return "delta_gpu"
         if isinstance(data.get("points"), list):
             return "layer_peers"
+        if isinstance(data.get("rows"), list) and positive(data.get("peak_tflops")):
+            return "chunked"
         return None
     if form != "lines" or not data:
         return None
@@ -689,7 +691,35 @@ def guard(made, name, fn):
         plt.close("all")
 
 
-PLOTTERS = {"delta_gpu": plots_delta_gpu, "delta_cpu": plots_delta_cpu, "layer": plots_layer,
+# ---------------------------------------------------------------- the chunked prefill (bench/chunked_h200.py)
+
+CHUNKED_IMPLS = [("libgdn cuda_chunked", "libgdn_chunked"), ("FLA chunk_gated_delta_rule", "fla_chunk"),
+                 ("libgdn exact recurrence (routed)", "libgdn_exact")]
+
+
+def plots_chunked(stem, doc, out):
+    rows = having(doc["rows"], ["lengths", "us", "flop"], stem)
+    rows = [r for r in rows if len(r["lengths"]) == 1]
+    if not rows:
+        raise Skip("no B = 1 rows")
+    peak, dev = doc["peak_tflops"], doc.get("device", "GPU")
+    pn = Panel()
+    for label, key in CHUNKED_IMPLS:
+        pts = [(r["lengths"][0], r["us"][key], r["flop"] / (r["us"][key] * 1e-6) / 1e12 / peak if key != "libgdn_exact"
+                else None) for r in rows if positive(r["us"].get(key))]
+        pn.add(label, style(label), pts)
+    title = (f"Chunked prefill on {dev}, B = 1: Hk 16, Hv 32, Dk = Dv 128, bf16 q/k/v, f32 log-decay gate and state; "
+             f"libgdn's cuda_chunked beside FLA's chunked kernel and libgdn's exact recurrence")
+    note = (f"below: the chunked products' FLOPs over time, as a fraction of a bf16 matmul's rate measured in the run "
+            f"({peak:.0f} TFLOP/s; the exact recurrence has no such count); CUDA-graph medians. {stem}.json")
+    name = f"{stem}_T.png"
+    size = draw(os.path.join(out, name), title, note, [pn], "T (tokens)",
+                second_label="fraction of the bf16 matmul rate")
+    return [(name, size, f"{stem}.json: the chunked prefill on {dev} against T, beside FLA's chunked kernel and the "
+                         f"exact recurrence: time and fraction of the tensor-core rate")]
+
+
+PLOTTERS = {"chunked": plots_chunked, "delta_gpu": plots_delta_gpu, "delta_cpu": plots_delta_cpu, "layer": plots_layer,
             "layer_ggml": plots_layer_ggml, "layer_peers": plots_layer_peers}
 
 

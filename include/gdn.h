@@ -119,7 +119,7 @@ typedef struct gdn_delta_args {
     void *stream;                 /* the backend's stream (CUDA: a cudaStream_t); NULL: its default stream */
     const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name(), optionally
                                    * with one of its variants: "name:variant" (gdn_kernel_variant_name); or
-                                   * "fastest": a chunked-contract kernel for windows of 64 tokens or more where
+                                   * "fastest": a chunked-contract kernel for windows of 160 tokens or more where
                                    * one is eligible, else the router's choice */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool (ignored with a runner) */
     const gdn_cpu_runner *cpu_runner; /* CPU: NULL runs on the library's pool; else on the engine's threads */
