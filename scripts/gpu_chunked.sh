@@ -13,14 +13,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gdn_gpu_out}
 mkdir -p "$OUT"
 MODE=${1:-all}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-# shellcheck source=cmake/find_cmake.sh
-. cmake/find_cmake.sh
-if ! { "$CMAKE" -S . -B build/pic -DGDN_CUDA=ON -DGDN_TESTING=ON -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" &&
-       "$CMAKE" --build build/pic -j "$(nproc)" --target gdn test_gdn libgdn_shared; } > "$OUT/build.log" 2>&1; then
-    tail -40 "$OUT/build.log"
-    exit 1
-fi
+# shellcheck source=scripts/gpu_common.sh
+. scripts/gpu_common.sh
+gpu_build gdn test_gdn libgdn_shared || exit 1
 status=0
 if [[ $MODE == all || $MODE == test ]]; then
     GDN_TEST_VERBOSE=1 ./build/pic/test_gdn chunked_ > "$OUT/chunked_test.log" 2>&1 || status=1
@@ -28,10 +23,7 @@ if [[ $MODE == all || $MODE == test ]]; then
     ./build/pic/test_gdn batch_gpu 2>&1 | tail -1 || status=1
 fi
 if [[ $MODE == all || $MODE == bench ]]; then
-    if ls .whl/*.whl > /dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
-        export PYTHONPATH=/tmp/site
-    fi
+    gpu_wheels
     export GDN_LIBRARY=$PWD/build/pic/libgdn.so
     python3 bench/chunked_h200.py --out "$OUT/chunked_h200.json" 2>&1 | tee "$OUT/chunked_h200.txt" || status=1
     python3 bench/chunk_accuracy.py --T 64 512 2048 8192 --out "$OUT/chunk_accuracy_h200.json" 2>&1 |

@@ -10,14 +10,9 @@ OUT=${OUT:-/tmp/gdn_gpu_out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 export GDN_THREADS=$(nproc)
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-# shellcheck source=cmake/find_cmake.sh
-. cmake/find_cmake.sh
-if ! { "$CMAKE" -S . -B build/pic -DGDN_CUDA=ON -DGDN_TESTING=ON -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" &&
-       "$CMAKE" --build build/pic -j "$(nproc)" --target gdn test_gdn; } > "$OUT/build.log" 2>&1; then
-    tail -40 "$OUT/build.log"
-    exit 1
-fi
+# shellcheck source=scripts/gpu_common.sh
+. scripts/gpu_common.sh
+gpu_build gdn test_gdn || exit 1
 status=0
 if [[ $MODE == all || $MODE == test ]]; then
     GDN_TEST_VERBOSE=1 ./build/pic/test_gdn layer_ > "$OUT/layer_test.log" 2>&1 || status=1

@@ -18,10 +18,9 @@ if ! make shared GDN_CUDA=1 J="$(nproc)" > "$OUT/model_build.log" 2>&1; then
     tail -30 "$OUT/model_build.log"
     exit 1
 fi
-if ls .whl/*.whl > /dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
-        export PYTHONPATH=/tmp/site
-fi
+# shellcheck source=scripts/gpu_common.sh
+. scripts/gpu_common.sh
+gpu_wheels
 if ! python3 -c "import transformers.models.qwen3_next.modeling_qwen3_next" 2> "$OUT/model_transformers.log"; then
     echo "transformers (with Qwen3-Next) does not import here: put its wheels in .whl/" \
         "($(tail -1 "$OUT/model_transformers.log"))"

@@ -9,8 +9,8 @@ if ! make shared GDN_CUDA=1 J="$(nproc)" > "$OUT/python_build.log" 2>&1; then
     tail -30 "$OUT/python_build.log"
     exit 1
 fi
-if ! python3 -c "import pytest" 2> /dev/null && ls .whl/*.whl > /dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+# shellcheck source=scripts/gpu_common.sh
+. scripts/gpu_common.sh
+gpu_wheels
 python3 -m pytest -q -rs -p no:cacheprovider python/tests 2>&1 | tee "$OUT/python_tests.log"
 exit "${PIPESTATUS[0]}"

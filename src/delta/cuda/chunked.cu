@@ -124,22 +124,11 @@ __device__ __forceinline__ void frag_b(uint32_t (&b)[2], const uint16_t *m, int 
     b[1] = ld32(m + (n0 + g) * ld + k0 + 2 * t + 8);
 }
 
-/* An input A fragment as hi (and lo for f16). */
-template <int DT>
-__device__ __forceinline__ void frag_a_in(uint32_t (&hi)[4], uint32_t (&lo)[4], const uint16_t *m, int m0, int k0,
-                                          int g, int t) {
-    uint32_t raw[4];
-    frag_a(raw, m, LDK, m0, k0, g, t);
+/* Input fragments (A or B, raw pairs of the input dtype) as hi (and lo for f16). */
+template <int DT, int N>
+__device__ __forceinline__ void in_frag(uint32_t (&hi)[N], uint32_t (&lo)[N], const uint32_t (&raw)[N]) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) in_pair<DT>(raw[i], hi[i], lo[i]);
-}
-template <int DT>
-__device__ __forceinline__ void frag_b_in(uint32_t (&hi)[2], uint32_t (&lo)[2], const uint16_t *m, int n0, int k0,
-                                          int g, int t) {
-    uint32_t raw[2];
-    frag_b(raw, m, LDK, n0, k0, g, t);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) in_pair<DT>(raw[i], hi[i], lo[i]);
+    for (int i = 0; i < N; ++i) in_pair<DT>(raw[i], hi[i], lo[i]);
 }
 
 /* acc[nt] += X[m0 .. m0+15] Y[n0 + 8 nt .. +7]^T over Dk, X and Y input tiles [row][LDK]; tiles nt >= live
@@ -149,13 +138,15 @@ __device__ __forceinline__ void gram(float (&acc)[NT][4], const uint16_t *x, int
                                      int live, int g, int t) {
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        frag_a_in<DT>(ah, al, x, m0, 16 * ks, g, t);
+        uint32_t raw[4], ah[4], al[4];
+        frag_a(raw, x, LDK, m0, 16 * ks, g, t);
+        in_frag<DT>(ah, al, raw);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             if (nt >= live) continue;
-            uint32_t bh[2], bl[2];
-            frag_b_in<DT>(bh, bl, y, n0 + 8 * nt, 16 * ks, g, t);
+            uint32_t rb[2], bh[2], bl[2];
+            frag_b(rb, y, LDK, n0 + 8 * nt, 16 * ks, g, t);
+            in_frag<DT>(bh, bl, rb);
             mma(acc[nt], ah, bh[0], bh[1]);
             if (DT == GDN_F16) {
                 mma(acc[nt], ah, bl[0], bl[1]);
@@ -380,11 +371,13 @@ __device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], co
                                             const scan_smem &sm, int m0, int n0, int g, int t) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        uint32_t bh[2], bl[2], kh[4], kl[4], qh[4], ql[4];
+        uint32_t bh[2], bl[2], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4];
         frag_b(bh, sm.shi, LDK, n0, 16 * kb, g, t);
         frag_b(bl, sm.slo, LDK, n0, 16 * kb, g, t);
-        frag_a_in<DT>(kh, kl, st.k, m0, 16 * kb, g, t);
-        frag_a_in<DT>(qh, ql, st.q, m0, 16 * kb, g, t);
+        frag_a(rk, st.k, LDK, m0, 16 * kb, g, t);
+        frag_a(rq, st.q, LDK, m0, 16 * kb, g, t);
+        in_frag<DT>(kh, kl, rk);
+        in_frag<DT>(qh, ql, rq);
         mma(ks0, kh, bh[0], bh[1]);
         mma(qs0, qh, bh[0], bh[1]);
         mma(ks0, kh, bl[0], bl[1]);
