@@ -39,11 +39,13 @@ static int cmd_list(void) {
     }
     printf("Kernels in routing order; eligible here for B=1 Hk=16 Hv=32 Dk=Dv=128 f32 (prefill T=%d, decode T=1).\n", QWEN_T);
     printf("CPU pool: %d threads; CUDA devices: %d\n\n", gdn_cpu_threads(), tool_cuda_devices());
-    printf("%-20s %-8s %-8s %-8s %s\n", "kernel", "backend", "prefill", "decode", "variants (\"kernel:variant\")");
+    printf("%-20s %-8s %-8s %-8s %-8s %s\n", "kernel", "backend", "contract", "prefill", "decode",
+           "variants (\"kernel:variant\")");
     for (int i = 0; i < gdn_kernel_count(); ++i) {
         const gdn_backend be = gdn_kernel_backend(i);
         pre.a.backend = dec.a.backend = be;
-        printf("%-20s %-8s %-8s %-8s", gdn_kernel_name(i), backend_name(be), gdn_kernel_eligible(i, &pre.a) ? "yes" : "no",
+        printf("%-20s %-8s %-8s %-8s %-8s", gdn_kernel_name(i), backend_name(be),
+               gdn_kernel_contract(i) == GDN_CONTRACT_EXACT ? "exact" : "chunked", gdn_kernel_eligible(i, &pre.a) ? "yes" : "no",
                gdn_kernel_eligible(i, &dec.a) ? "yes" : "no");
         for (int v = 0; v < gdn_kernel_variant_count(i); ++v) printf(" %s", gdn_kernel_variant_name(i, v));
         printf("\n");
