@@ -291,6 +291,9 @@ TEST(chunked_batch_and_split_invariant) {
     /* windows of these lengths, slots permuted in a pool of 7 (one sequence skipped) */
     static const int32_t lengths[] = {100, 64, 1, 300, 17, 129}, slots[] = {4, 0, 6, -1, 2, 5};
     check_batch(lengths, slots, 6, 7, 2, 4, 64, 77);
+    /* every sequence skipped: y rows zero, no slot written */
+    static const int32_t skip_lengths[] = {70, 5}, skip_slots[] = {-1, -1};
+    check_batch(skip_lengths, skip_slots, 2, 4, 1, 2, 32, 79);
     /* the model's heads, prompts of thousands of tokens */
     static const int32_t long_lengths[] = {2048, 700, 3000}, long_slots[] = {2, 0, 1};
     check_batch(long_lengths, long_slots, 3, 3, 16, 32, 128, 78);

@@ -544,15 +544,15 @@ gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
 
 extern "C" {
 
-/* bf16 or f16; Dk = 128; Dv a multiple of 32; a log-decay or raw gate; q, k, v 16-byte aligned, y 4-byte; the
- * scan's shared memory available; the head grid within launch limits. */
+/* bf16 or f16; Dk = 128; Dv a multiple of 32; a log-decay or raw gate; q, k, v 16-byte aligned, y 4-byte; windows
+ * below 2^31 tokens; the scan's shared memory available; the head grid within launch limits. */
 int gdn__delta_cuda_chunked_eligible(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     return gdn__cuda_devices() > 0 && (a->dtype == GDN_BF16 || a->dtype == GDN_F16) && a->Dk == DK &&
            a->Dv % NS == 0 && a->Dv / NS <= 65535 && a->Hv <= 65535 &&
            (a->gate_kind == GDN_GATE_LOG_DECAY || a->gate_kind == GDN_GATE_RAW) &&
            (uintptr_t)a->q % 16 == 0 && (uintptr_t)a->k % 16 == 0 && (uintptr_t)a->v % 16 == 0 &&
-           (uintptr_t)a->y % 4 == 0 && gdn_cuda_smem_optin() >= (int)sizeof(scan_smem);
+           (uintptr_t)a->y % 4 == 0 && a->T <= INT32_MAX && gdn_cuda_smem_optin() >= (int)sizeof(scan_smem);
 }
 
 /* Never routed: the second contract is the caller's choice ("cuda_chunked", or "fastest" for windows of
@@ -568,8 +568,7 @@ gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p) {
     int64_t most = 0; /* the most chunks of one launch: the workspace's size */
     for (int pass = 0; pass < 2; ++pass) {
         uint8_t *ws = NULL;
-        if (pass == 1) {
-            if (most == 0) return GDN_OK;
+        if (pass == 1 && most > 0) { /* none when every sequence is skipped: their rows are only zeroed */
             if (cudaMallocAsync((void **)&ws, (size_t)most * (size_t)a->Hv * WS_BYTES, (cudaStream_t)a->stream) !=
                 cudaSuccess) {
                 (void)cudaGetLastError();
@@ -579,29 +578,30 @@ gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p) {
         gdn_status s = GDN_OK;
         chunk_seqs sq;
         sq.n = 0, sq.chunk0[0] = 0;
-        for (int64_t b = 0; b <= a->B && s == GDN_OK; ++b) {
-            if (b < a->B) {
-                const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
-                const int64_t len = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
-                const int64_t slot = a->state_slot ? a->state_slot[b] : b;
-                if (slot < 0) {
-                    if (pass == 1)
-                        s = gdn__cuda_zero((char *)a->y + t0 * a->Hv * a->Dv * (int64_t)p->dtype_size,
-                                           (size_t)(len * a->Hv * a->Dv) * p->dtype_size, a->stream);
-                    continue;
-                }
-                sq.t0[sq.n] = t0, sq.len[sq.n] = (int32_t)len, sq.slot[sq.n] = (int32_t)slot;
-                sq.chunk0[sq.n + 1] = sq.chunk0[sq.n] + (int32_t)((len + CH - 1) / CH);
-                ++sq.n;
+        auto flush = [&]() { /* pass 0 sizes the workspace, pass 1 launches */
+            if (sq.n == 0 || s != GDN_OK) return;
+            if (pass == 0) most = sq.chunk0[sq.n] > most ? sq.chunk0[sq.n] : most;
+            else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws) : launch<GDN_F16>(p, sq, ws);
+            sq.n = 0;
+        };
+        for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
+            const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
+            const int64_t len = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
+            const int64_t slot = a->state_slot ? a->state_slot[b] : b, chunks = (len + CH - 1) / CH;
+            if (slot < 0) {
+                if (pass == 1)
+                    s = gdn__cuda_zero((char *)a->y + t0 * a->Hv * a->Dv * (int64_t)p->dtype_size,
+                                       (size_t)(len * a->Hv * a->Dv) * p->dtype_size, a->stream);
+                continue;
             }
-            if (sq.n == SEQS || (b == a->B && sq.n > 0)) {
-                if (pass == 0) most = sq.chunk0[sq.n] > most ? sq.chunk0[sq.n] : most;
-                else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws) : launch<GDN_F16>(p, sq, ws);
-                sq.n = 0;
-            }
+            if (sq.n == SEQS || sq.chunk0[sq.n] + chunks > INT32_MAX) flush(); /* a launch's chunks index in int */
+            sq.t0[sq.n] = t0, sq.len[sq.n] = (int32_t)len, sq.slot[sq.n] = (int32_t)slot;
+            sq.chunk0[sq.n + 1] = sq.chunk0[sq.n] + (int32_t)chunks;
+            ++sq.n;
         }
+        flush();
         if (pass == 1) {
-            const cudaError_t freed = cudaFreeAsync(ws, (cudaStream_t)a->stream);
+            const cudaError_t freed = ws ? cudaFreeAsync(ws, (cudaStream_t)a->stream) : cudaSuccess;
             return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         }
     }
