@@ -246,7 +246,8 @@ typedef struct gdn_layer_args {
     int64_t n_checkpoints;
     gdn_backend backend;
     void *stream;                 /* CUDA: a cudaStream_t; NULL: the default stream */
-    const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name() */
+    const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name(), or "fastest": routed, with
+                                   * windows of 160 tokens or more on the chunked prefill (docs/API.md) */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool */
     const gdn_cpu_runner *cpu_runner;
     float *planes;                /* NULL: none; else f32 [3, T, Hv Dv] then [T, Hv Dv / 16]: y pre-scaled for a

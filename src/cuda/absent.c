@@ -13,6 +13,10 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
     (void)p, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
+gdn_status gdn__layer_cuda_widen(float *o, const uint16_t *oh, int64_t n, void *stream) {
+    (void)o, (void)oh, (void)n, (void)stream;
+    return GDN_ERR_NO_DEVICE;
+}
 gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {
     (void)p, (void)slot, (void)launch;

@@ -180,17 +180,20 @@ static gdn_status pick(const gdn_layer_args *args, gdn__layer_problem *p, const 
     if (s != GDN_OK) return s;
     if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
         return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
+    const char *name = p->a.kernel; /* "fastest": the router's choice, long windows on the chunked prefill */
+    p->chunked = name && strcmp(name, "fastest") == 0;
+    if (p->chunked) name = NULL;
     for (int i = 0; i < LAYER_KERNELS; ++i) {
         const gdn__layer_kernel *kn = &layer_kernels[i];
-        if (p->a.kernel ? strcmp(kn->name, p->a.kernel) != 0 : kn->backend != p->a.backend || !kn->routed(p)) continue;
+        if (name ? strcmp(kn->name, name) != 0 : kn->backend != p->a.backend || !kn->routed(p)) continue;
         if (kn->backend != p->a.backend || !kn->eligible(p))
             return FAIL(GDN_ERR_INELIGIBLE, "args->kernel = \"%.64s\" cannot run these arguments here", p->a.kernel);
         *out = kn;
         return GDN_OK;
     }
-    if (p->a.kernel)
+    if (name)
         return FAIL(GDN_ERR_UNKNOWN_KERNEL, "args->kernel = \"%.64s\": no such layer kernel (gdn_layer_kernel_name "
-                    "lists them)", p->a.kernel);
+                    "lists them, or \"fastest\")", p->a.kernel);
     return FAIL(GDN_ERR_UNSUPPORTED, "no layer kernel of this backend takes this shape");
 }
 

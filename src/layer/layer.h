@@ -19,6 +19,7 @@ typedef struct gdn__layer_problem {
     float eps_l2, eps_rms, scale;
     int64_t max_len;   /* the longest window */
     int threads;       /* CPU worker ids (>= 1) */
+    int chunked;       /* args->kernel = "fastest": cuda_staged runs long windows on the chunked prefill */
 } gdn__layer_problem;
 
 /* Sequence b's window [start, start + n), slot (< 0: skipped), commit count k and fresh flag. */
@@ -101,14 +102,23 @@ GDN_LAYER_KERNELS(GDN__LAYER_DECLARE)
 #undef GDN__LAYER_DECLARE
 
 /* The stages' f32 buffers, host or device memory: q, k [T, Hk, Dk], v and the readout o [T, Hv, Dv], g and
- * beta [T, Hv]. */
+ * beta [T, Hv]. With the chunked hand-off (cuda_staged under "fastest"; else NULL): q, k, v rounded to bf16 (qh, kh,
+ * vh, contiguous as q, k, v are), log g (lg, binary64 log of the f32 g, rounded) and oh, the readout of the windows
+ * that gdn_delta runs on them, in bf16. */
 typedef struct gdn__layer_buffers {
     float *q, *k, *v, *g, *beta, *o;
+    uint16_t *qh, *kh, *vh, *oh;
+    float *lg;
 } gdn__layer_buffers;
+
+/* o[0 .. n) = oh[0 .. n) as f32 (exactly), on the stream (src/layer/cuda/staged.cu). */
+gdn_status gdn__layer_cuda_widen(float *o, const uint16_t *oh, int64_t n, void *stream);
 
 /* The recurrence of every sequence with a slot through gdn_delta on the call's backend (src/layer/recurrence.c):
  * from the slot's state (zero when fresh), o for all n tokens; with a commit after k the first k tokens write the
- * state back and the rest read it. `delta_kernel`: a gdn_delta kernel name, or NULL for the router. */
+ * state back and the rest read it. `delta_kernel`: a gdn_delta kernel name, or NULL for the router; with the
+ * chunked hand-off and no name, each gdn_delta call of GDN_CHUNKED_MIN_T tokens or more per sequence runs on the
+ * bf16 buffers as "fastest" and its readout is widened into o. */
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel);
 /* 1 when every sequence has a slot, none is fresh, all windows have one length and all commits are all or none of
  * it, and there are no checkpoints: then the recurrence is one batch-form gdn_delta call over the pool (on CUDA one

@@ -29,7 +29,16 @@ static gdn_status delta(const gdn__layer_problem *p, const gdn__layer_buffers *w
     d.threads = a->threads;
     d.cpu_runner = a->cpu_runner;
     d.state_slot = slot, d.slots = slot ? a->slots : 0;
-    return gdn_delta(&d);
+    if (!w->qh || kernel || T < GDN_CHUNKED_MIN_T) return gdn_delta(&d);
+    /* the chunked hand-off: bf16 inputs, the log-decay, the readout in bf16 then widened */
+    d.dtype = GDN_BF16;
+    d.q = w->qh + s0 * a->Hk * a->Dk, d.k = w->kh + s0 * a->Hk * a->Dk, d.v = w->vh + s0 * a->Hv * a->Dv;
+    d.y = w->oh + s0 * a->Hv * a->Dv;
+    d.gate_kind = GDN_GATE_LOG_DECAY, d.gate = w->lg + s0 * a->Hv;
+    d.kernel = "fastest";
+    const gdn_status s = gdn_delta(&d);
+    return s != GDN_OK ? s : gdn__layer_cuda_widen(w->o + s0 * a->Hv * a->Dv, w->oh + s0 * a->Hv * a->Dv,
+                                                   B * T * a->Hv * a->Dv, a->stream);
 }
 
 /* Tokens [t0, t1) of sequence b: from the state `from` (NULL: zero), into `into` (NULL: not written). */

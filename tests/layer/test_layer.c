@@ -56,6 +56,26 @@ TEST(layer_ref_matches_the_oracle) {
         }
 }
 
+/* kernel = "fastest" on the CPU, which has no chunked prefill: the routed call's bits and kernel. */
+TEST(layer_fastest_on_the_cpu_is_the_routed_call) {
+    const int32_t len[2] = {200, 3};
+    const lcase_cfg g = cfg_of(2, 4, 128, 32, GDN_BF16, 2, len, 31);
+    lcase c;
+    lrun routed, fastest;
+    if (!lcase_init(&c, &g) || !lrun_init(&routed, &c, 0) || !lrun_init(&fastest, &c, 0)) { CHECK(0, "allocation"); return; }
+    CHECK(lcase_run(&c, &routed, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+    CHECK(lcase_run(&c, &fastest, "fastest", 0) == GDN_OK, "%s", gdn_last_error());
+    CHECK(lrun_equal(&c, &routed, &fastest), "fastest differs from the routed call on the CPU");
+    gdn_layer_args a = lcase_args(&c, &fastest);
+    const char *name = NULL, *plain = NULL;
+    CHECK(gdn_layer_route(&a, &plain) == GDN_OK);
+    a.kernel = "fastest";
+    CHECK(gdn_layer_route(&a, &name) == GDN_OK && name && plain && strcmp(name, plain) == 0, "fastest routes to %s",
+          name ? name : "(null)");
+    lrun_free(&routed), lrun_free(&fastest);
+    lcase_free(&c);
+}
+
 /* Every CPU layer kernel, every dtype, thread counts 1 and all: ref's bits. */
 TEST(layer_cpu_kernels_equal_ref) {
     const int32_t len[4] = {3, 1, 17, 2};

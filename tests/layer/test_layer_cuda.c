@@ -4,7 +4,10 @@
  * pool, y poisoned first, over the model's heads (Hk 16, Hv 32 and 48, D 128), windows 1 to 2048, batches up to
  * 256 with mixed lengths, commits, verifies, skipped and fresh sequences, checkpoints, f32 and bf16, in-place and
  * separate histories, odd shapes.
+ * With kernel = "fastest" (layer_cuda_chunked_when_asked): long windows on the chunked prefill, within tolerance
+ * of the float64 layer oracle, bitwise run to run; short windows and the histories the exact path's bits.
  * GDN_TEST_VERBOSE prints a line per case. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +185,63 @@ TEST(layer_cuda_kernels_equal_cpu) {
         lrun_free(&want);
         lcase_free(&c);
     }
+}
+
+/* max |x - ref| over max |ref| of n values (x as dtype dt: bf16 or f32); -1 when one is not finite. */
+static double rel_err(const void *x, gdn_dtype dt, const double *ref, size_t n) {
+    double e = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double v = dt == GDN_BF16 ? (double)gdn__bf16_to_f32(((const uint16_t *)x)[i]) : (double)((const float *)x)[i];
+        if (!isfinite(v)) return -1.0;
+        e = fmax(e, fabs(v - ref[i])), m = fmax(m, fabs(ref[i]));
+    }
+    return m > 0.0 ? e / m : e;
+}
+
+TEST(layer_cuda_chunked_when_asked) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(1); /* layer_cuda_without_device_writes_nothing covers this machine */
+        return;
+    }
+    /* the model's heads; a 300-token prompt with a checkpoint at 128, a fresh 170-token one, a 5-token step */
+    lcase_cfg g;
+    memset(&g, 0, sizeof g);
+    g.Hk = 16, g.Hv = 32, g.Dk = 128, g.Dv = 128, g.dtype = GDN_BF16, g.B = 3, g.seed = 41, g.A_log = 1;
+    g.len[0] = 300, g.len[1] = 170, g.len[2] = 5;
+    lcase c;
+    if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
+    c.fresh[1] = 1;
+    c.ck[0] = (gdn_layer_checkpoint){0, 128, 4};
+    c.n_ck = 1;
+    lrun host, exact, got, again;
+    if (!lrun_init(&host, &c, 0) || !lrun_init(&exact, &c, 0) || !lrun_init(&got, &c, 0) || !lrun_init(&again, &c, 0)) {
+        CHECK(0, "allocation");
+        return;
+    }
+    double *y64 = malloc(c.n_y * sizeof(double)), *s64 = malloc(c.n_state * sizeof(double));
+    double *h64 = malloc(c.n_hist * sizeof(double));
+    CHECK(y64 && s64 && h64);
+    gdn_layer_args a = lcase_args(&c, &host);
+    CHECK(y64 && s64 && h64 && gdn__oracle_layer(&a, y64, s64, h64) == GDN_OK, "oracle: %s", gdn_last_error());
+    const char *routed = NULL;
+    CHECK(run_cuda(&c, &exact, 0, NULL, NULL) == GDN_OK, "exact: %s", gdn_last_error());
+    CHECK(run_cuda(&c, &got, 0, "fastest", &routed) == GDN_OK, "fastest: %s", gdn_last_error());
+    CHECK(run_cuda(&c, &again, 0, "fastest", NULL) == GDN_OK, "fastest again: %s", gdn_last_error());
+    CHECK(routed && strcmp(routed, "cuda_staged") == 0, "fastest routes to %s", routed ? routed : "(null)");
+    CHECK(lrun_equal(&c, &got, &again), "fastest: two runs differ");
+    /* bf16 q, k, v and the chunked arithmetic: within the inputs' rounding of the oracle */
+    const double ey = rel_err(got.y, GDN_BF16, y64, c.n_y), es = rel_err(got.state, GDN_F32, s64, c.n_state);
+    CHECK(ey >= 0.0 && ey <= 3e-2 && es >= 0.0 && es <= 3e-2, "fastest: y error %.3g, state error %.3g", ey, es);
+    /* the 5-token window, the histories: the exact path's bits */
+    const size_t row = (size_t)(g.Hv * g.Dv) * c.ds, per = (size_t)(g.Hv * g.Dk * g.Dv);
+    CHECK(memcmp((const uint8_t *)got.y + c.cu[2] * row, (const uint8_t *)exact.y + c.cu[2] * row, 5 * row) == 0 &&
+              memcmp(got.state + (size_t)c.slot[2] * per, exact.state + (size_t)c.slot[2] * per, per * 4) == 0,
+          "fastest: the short window is not the exact path's");
+    CHECK(memcmp(got.hist_out, exact.hist_out, c.n_hist * c.ds) == 0, "fastest: the histories differ");
+    if (getenv("GDN_TEST_VERBOSE")) printf("  fastest: y error %.3g, state error %.3g of the oracle\n", ey, es);
+    free(y64), free(s64), free(h64);
+    lrun_free(&host), lrun_free(&exact), lrun_free(&got), lrun_free(&again);
+    lcase_free(&c);
 }
 
 #endif

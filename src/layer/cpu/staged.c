@@ -204,7 +204,7 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
         for (int64_t t = gdn__seq_start(p, b); t < a->cu_seqlens[b + 1]; ++t) st.seq_of[t] = (int32_t)b;
 
     gdn__parallel_for(&st.pool, a->B * (2 * a->Hk + a->Hv), p->threads, prologue_item, &st);
-    const gdn__layer_buffers bufs = {st.q, st.k, st.v, st.g, st.beta, st.o};
+    const gdn__layer_buffers bufs = {st.q, st.k, st.v, st.g, st.beta, st.o, NULL, NULL, NULL, NULL, NULL}; /* no hand-off */
     const gdn_status s = gdn__layer_recurrence(p, &bufs, delta_kernel);
     if (s == GDN_OK) {
         gdn__parallel_for(&st.pool, T * a->Hv, p->threads, epilogue_item, &st);

@@ -87,6 +87,24 @@ __global__ void __launch_bounds__(128) gdn_layer_history(gdn_layer_dev d, gdn_la
     gdn_layer_put_history<DT>(d, sq.start[b], slot, sq.fresh[b], c, k, sq.dst[b]);
 }
 
+/* The chunked hand-off (layer.h, gdn__layer_buffers): x [n] f32 into bf16 (round to nearest even), and log g of g [m]
+ * in binary64, rounded (g = 0: -inf). Grid-stride. */
+__global__ void __launch_bounds__(256) gdn_layer_narrow(const float *x, uint16_t *xh, int64_t n, const float *g,
+                                                        float *lg, int64_t m) {
+    for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n; i += (int64_t)gridDim.x * 256) {
+        xh[i] = gdn__f32_to_bf16(x[i]);
+        if (i < m) lg[i] = (float)log((double)g[i]);
+    }
+}
+
+/* o = oh as f32. Grid-stride. */
+__global__ void __launch_bounds__(256) gdn_layer_widen(float *o, const uint16_t *oh, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n; i += (int64_t)gridDim.x * 256)
+        o[i] = gdn__bf16_to_f32(oh[i]);
+}
+
+static unsigned stride_blocks(int64_t n) { return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
+
 /* f(integral_constant<int, dtype>) for the problem's dtype */
 template <typename F>
 static gdn_status layer_dtype(const gdn__layer_problem *p, F &&f) {
@@ -102,6 +120,12 @@ static int64_t plane_blocks(const gdn__layer_problem *p) { return (p->T * p->a.H
 static int token_groups(int max_len) { return (max_len + LAYER_WARPS * LAYER_TOKENS - 1) / (LAYER_WARPS * LAYER_TOKENS); }
 
 extern "C" {
+
+gdn_status gdn__layer_cuda_widen(float *o, const uint16_t *oh, int64_t n, void *stream) {
+    if (n <= 0) return GDN_OK;
+    gdn_layer_widen<<<stride_blocks(n), 256, 0, (cudaStream_t)stream>>>(o, oh, n);
+    return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
 
 gdn_status gdn__layer_cuda_histories(const gdn__layer_problem *p) {
     const gdn_layer_dev d = gdn_layer_dev_of(p);
@@ -132,7 +156,19 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
         (void)cudaGetLastError();
         return GDN_ERR_OUT_OF_MEMORY;
     }
-    const gdn__layer_buffers w = {buf, buf + qk, buf + 2 * qk, buf + 2 * qk + 2 * vv, buf + 2 * qk + 2 * vv + gb, buf + 2 * qk + vv};
+    gdn__layer_buffers w = {buf, buf + qk, buf + 2 * qk, buf + 2 * qk + 2 * vv, buf + 2 * qk + 2 * vv + gb, buf + 2 * qk + vv,
+                            NULL, NULL, NULL, NULL, NULL};
+    /* "fastest" with a window the chunked prefill would take: the hand-off's buffers (cuda_chunked's shapes) */
+    uint16_t *hand = NULL;
+    if (p->chunked && p->max_len >= GDN_CHUNKED_MIN_T && a->Dk == 128 && a->Dv % 32 == 0) {
+        if (cudaMallocAsync((void **)&hand, (size_t)(2 * qk + 2 * vv) * 2 + (size_t)gb * 4, stream) != cudaSuccess) {
+            (void)cudaGetLastError();
+            (void)cudaFreeAsync(buf, stream);
+            return GDN_ERR_OUT_OF_MEMORY;
+        }
+        w.qh = hand, w.kh = hand + qk, w.vh = hand + 2 * qk, w.oh = hand + 2 * qk + vv;
+        w.lg = (float *)(hand + 2 * qk + 2 * vv);
+    }
     const gdn_layer_dev d = gdn_layer_dev_of(p);
     gdn_status s = GDN_OK;
     for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) {
@@ -142,6 +178,10 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             gdn_layer_prologue<dt.value><<<grid, 32 * LAYER_WARPS, 0, stream>>>(d, sq, w);
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
+    }
+    if (s == GDN_OK && hand) {
+        gdn_layer_narrow<<<stride_blocks(2 * qk + vv), 256, 0, stream>>>(w.q, w.qh, 2 * qk + vv, w.g, w.lg, gb);
+        s = cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
     }
     if (s == GDN_OK) s = gdn__layer_recurrence(p, &w, NULL);
     for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_LAYER_CHUNK) {
@@ -158,8 +198,8 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
     if (s == GDN_OK) s = gdn__layer_cuda_histories(p);
-    const cudaError_t freed = cudaFreeAsync(buf, stream);
-    return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+    const cudaError_t freed = cudaFreeAsync(buf, stream), freed_hand = hand ? cudaFreeAsync(hand, stream) : cudaSuccess;
+    return s != GDN_OK ? s : freed == cudaSuccess && freed_hand == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
 }
 
 } /* extern "C" */
