@@ -18,25 +18,27 @@ from .torch_ops import layer
 
 class GatedDeltaNetCache:
     """libgdn's pools for the GDN layers `layers` of a model, `slots` sequences each, and the batch of the next
-    forward (set_batch): all of a model step's layers read the same slot, fresh and commit arrays."""
+    forward (set_batch): all of a model step's layers read the same slot, fresh and commit arrays. kernel: the
+    layer kernel their calls name (libgdn.layer's; None: routed; "fastest": long prompts on CUDA through the chunked
+    prefill, under its contract, docs/CONTRACT.md section 8)."""
 
     def __init__(self, slots, num_k_heads, num_v_heads, head_k_dim, head_v_dim, layers=(0,), dtype=torch.float32,
-                 device="cpu", state_layout="kv"):
+                 device="cpu", state_layout="kv", kernel=None):
         C = 2 * num_k_heads * head_k_dim + num_v_heads * head_v_dim
         per_head = (head_k_dim, head_v_dim) if state_layout == "kv" else (head_v_dim, head_k_dim)
-        self.state_layout = state_layout
+        self.state_layout, self.kernel = state_layout, kernel
         self.states = {i: torch.zeros((slots, num_v_heads) + per_head, dtype=torch.float32, device=device)
                        for i in layers}
         self.histories = {i: torch.zeros(slots, C, 3, dtype=dtype, device=device) for i in layers}
         self.set_batch()
 
     @classmethod
-    def from_config(cls, config, slots, dtype=torch.float32, device="cpu", state_layout="kv"):
+    def from_config(cls, config, slots, dtype=torch.float32, device="cpu", state_layout="kv", kernel=None):
         """Pools for the config's linear-attention layers (config.layer_types), as Qwen3NextConfig names them."""
         types = getattr(config, "layer_types", None) or ["linear_attention"] * config.num_hidden_layers
         layers = [i for i, t in enumerate(types) if t == "linear_attention"]
         return cls(slots, config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim,
-                   config.linear_value_head_dim, layers, dtype, device, state_layout)
+                   config.linear_value_head_dim, layers, dtype, device, state_layout, kernel)
 
     def set_batch(self, slot=None, fresh=None, commit=None, checkpoints=None):
         """The next forwards' sequences (libgdn.layer's arrays): slot [B] (None: 0 .. B-1; negative: skipped), fresh
@@ -144,18 +146,18 @@ class GatedDeltaNetLayer(nn.Module):
         cu_seqlens = [0, n] if cu_seqlens is None else cu_seqlens
         if cache is None:
             sequences = len(cu_seqlens) - 1
-            layout, slot, fresh, commit, checkpoints = "kv", None, [1] * sequences, None, None
+            layout, slot, fresh, commit, checkpoints, kernel = "kv", None, [1] * sequences, None, None, None
             state = torch.empty(sequences, Hv, Dk, Dv, dtype=torch.float32, device=qkv.device)
             hist = torch.empty(sequences, self.conv_dim, 3, dtype=qkv.dtype, device=qkv.device)
         else:
-            layout, slot, fresh, commit, checkpoints = (cache.state_layout, cache.slot, cache.fresh, cache.commit,
-                                                        cache.checkpoints)
+            layout, slot, fresh, commit, checkpoints, kernel = (cache.state_layout, cache.slot, cache.fresh,
+                                                                cache.commit, cache.checkpoints, cache.kernel)
             state, hist = cache.states[self.layer_idx], cache.histories[self.layer_idx]
         return layer(qkv, z, alpha, beta, self.conv1d.weight.detach().reshape(self.conv_dim, 4).float(),
                      self.dt_bias.detach().float(), self.norm.weight.detach().float(), state, hist,
                      A_log=self.A_log.detach().float(), cu_seqlens=cu_seqlens, slot=slot, commit=commit, fresh=fresh,
                      checkpoints=checkpoints, eps_l2=1e-6, eps_rms=self.norm.variance_epsilon,
-                     scale=1.0 / math.sqrt(Dk), state_layout=layout)
+                     scale=1.0 / math.sqrt(Dk), state_layout=layout, kernel=kernel)
 
 
 class TransformersGatedDeltaNet(nn.Module):
@@ -184,17 +186,18 @@ class TransformersGatedDeltaNet(nn.Module):
         return self.gdn.out_proj(y.reshape(B, T, self.gdn.value_dim))
 
 
-def use_libgdn(model, slots=1, state_layout="kv"):
+def use_libgdn(model, slots=1, state_layout="kv", kernel=None):
     """Put libgdn in place of every Qwen3NextGatedDeltaNet of a transformers model (a Qwen3NextForCausalLM or
     anything whose modules hold one as `linear_attn`): each becomes a TransformersGatedDeltaNet with the module's
-    weights, dtype and device, all over one GatedDeltaNetCache of `slots` sequences, which is returned. In place."""
+    weights, dtype and device, all over one GatedDeltaNetCache of `slots` sequences, which is returned. In place.
+    kernel="fastest": long prompts on CUDA through the chunked prefill (GatedDeltaNetCache)."""
     found = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
              if type(child).__name__ == "Qwen3NextGatedDeltaNet"]
     if not found:
         raise ValueError("model: expected Qwen3NextGatedDeltaNet modules, found none")
     first = found[0][2].in_proj_qkvz.weight
     pools = GatedDeltaNetCache.from_config(model.config, slots, dtype=first.dtype, device=first.device,
-                                           state_layout=state_layout)
+                                           state_layout=state_layout, kernel=kernel)
     for parent, name, child in found:
         setattr(parent, name, TransformersGatedDeltaNet(GatedDeltaNetLayer.from_module(child), pools))
     return pools

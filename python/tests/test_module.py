@@ -95,6 +95,22 @@ def test_prefill_then_decode_equals_one_prefill():
         assert torch.equal(m(h), one)  # no cache: each sequence from zeros
 
 
+def test_cache_kernel_reaches_the_layer_call():
+    """GatedDeltaNetCache(kernel=...) names the layer kernel of every call: "fastest" is the routed call's bits on
+    the CPU (no chunked prefill there), and a kernel libgdn does not have is refused."""
+    m, h = exact_module(), exact_inputs(2, 9, CONFIG.hidden_size)
+    outs = []
+    with torch.no_grad():
+        for kernel in (None, "fastest"):
+            c = libgdn.GatedDeltaNetCache.from_config(CONFIG, 4, kernel=kernel)
+            c.set_batch(slot=[3, 1], fresh=[1, 1])
+            outs.append((m(h, cache=c), c.states[0].clone()))
+        c = libgdn.GatedDeltaNetCache.from_config(CONFIG, 4, kernel="nope")
+        with pytest.raises(ValueError, match="nope"):
+            m(h, cache=c)
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
 def test_speculative_round_verify_then_commit():
     """Verify 4 draft tokens (commit 0: the pools untouched), accept 2: the same as a 2-token step."""
     m, h = exact_module(), exact_inputs(1, 8, CONFIG.hidden_size)
