@@ -14,12 +14,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp}
-if ! make shared GDN_CUDA=1 J="$(nproc)" > "$OUT/model_build.log" 2>&1; then
-    tail -30 "$OUT/model_build.log"
-    exit 1
-fi
 # shellcheck source=scripts/gpu_common.sh
 . scripts/gpu_common.sh
+gpu_shared model_build.log || exit 1
 gpu_wheels
 if ! python3 -c "import transformers.models.qwen3_next.modeling_qwen3_next" 2> "$OUT/model_transformers.log"; then
     echo "transformers (with Qwen3-Next) does not import here: put its wheels in .whl/" \

@@ -5,12 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp}
-if ! make shared GDN_CUDA=1 J="$(nproc)" > "$OUT/python_build.log" 2>&1; then
-    tail -30 "$OUT/python_build.log"
-    exit 1
-fi
 # shellcheck source=scripts/gpu_common.sh
 . scripts/gpu_common.sh
+gpu_shared python_build.log || exit 1
 gpu_wheels
 python3 -m pytest -q -rs -p no:cacheprovider python/tests 2>&1 | tee "$OUT/python_tests.log"
 exit "${PIPESTATUS[0]}"

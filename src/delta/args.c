@@ -167,15 +167,19 @@ static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__proble
 }
 
 /* Validates args into *p and picks the kernel the call runs (pick_kernel); for a per-sequence call, every sequence's
- * (each must take it), *out being the longest window's (the first of the longest). */
-static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant) {
+ * (each must take it), *out being the longest window's (the first of the longest), and *chunked 1 when every
+ * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). */
+static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant,
+                       int *chunked) {
     *variant = NULL;
+    *chunked = 0;
     gdn_status s = gdn__validate(args, p);
     if (s != GDN_OK) return s;
     if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
         return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
     if (!per_sequence(&p->a)) return pick_kernel(p, "", out, variant);
     int64_t longest = 0;
+    *chunked = 1;
     for (int64_t b = 0; b < p->a.B; ++b) {
         gdn__problem seq;
         const gdn__kernel *kn = NULL;
@@ -186,6 +190,7 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
         if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK || (s = pick_kernel(&seq, where, &kn, &v)) != GDN_OK)
             return s;
         if (seq.a.T > longest) longest = seq.a.T, *out = kn, *variant = v;
+        *chunked &= kn->contract == GDN_CONTRACT_CHUNKED;
     }
     return GDN_OK;
 }
@@ -193,21 +198,6 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
 static gdn_status run_kernel(const gdn__problem *p, const gdn__kernel *kn, const gdn__variant *variant) {
     const gdn_status s = kn->run(p, variant);
     return s == GDN_OK ? GDN_OK : FAIL(s, "kernel %s: %s", kn->name, gdn_status_str(s));
-}
-
-/* 1 when every sequence of a per-sequence call runs a kernel of the chunked contract (pick took every one): the
- * call then runs as one batch of that kernel's (cuda_chunked, the only one). */
-static int all_chunked(const gdn__problem *p) {
-    for (int64_t b = 0; b < p->a.B; ++b) {
-        gdn__problem seq;
-        const gdn__kernel *kn = NULL;
-        const gdn__variant *variant = NULL;
-        int skipped = 0;
-        if (sequence_problem(p, b, &seq, &skipped) != GDN_OK || pick_kernel(&seq, "", &kn, &variant) != GDN_OK ||
-            kn->contract != GDN_CONTRACT_CHUNKED)
-            return 0;
-    }
-    return 1;
 }
 
 /* +0 into the y rows of a skipped sequence (zero bytes are +0 in every dtype). */
@@ -276,12 +266,13 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     gdn__problem p;
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
-    gdn_status s = pick(args, &p, &kn, &variant);
+    int chunked = 0;
+    gdn_status s = pick(args, &p, &kn, &variant, &chunked);
     if (s != GDN_OK) return s;
     if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
-    else if (all_chunked(&p)) {
+    else if (chunked) {
         if ((s = gdn__cuda_chunked_sequences(&p)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
     } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
     return s == GDN_OK ? gdn__ok() : s;
@@ -292,7 +283,8 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     gdn__problem p;
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
-    const gdn_status s = pick(args, &p, &kn, &variant);
+    int chunked = 0;
+    const gdn_status s = pick(args, &p, &kn, &variant, &chunked);
     if (s == GDN_OK) *kernel_name = per_sequence(&p.a) && run_batched(&p, 0) == GDN_OK ? "cuda_decode" : kn->name;
     return s == GDN_OK ? gdn__ok() : s;
 }
