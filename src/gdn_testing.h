@@ -19,8 +19,8 @@ extern "C" {
 gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out);
 
 /* The layer step of `args` in float64, plain sums and libm: y [T, Hv, Dv], and the state pool [slots, ...] (layout as
- * args->state_layout) and the history pool [slots, C, 3] after the call (filled from args' pools first), as
- * double; nothing of args is written. Validates args as gdn_layer does. */
+ * args->state_layout) and the history pool [slots, C, 3] after the call, commits and checkpoints written (filled
+ * from args' pools first), as double; nothing of args is written. Validates args as gdn_layer does. */
 gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist);
 
 /* SiLU (sigmoid: 1) of n floats into y (may be x) through the CPU layer stages' rows (src/layer/cpu/rows.h):

@@ -16,10 +16,29 @@ gdn_status gdn__layer_ref(const gdn__layer_problem *p) { return gdn__layer_cpu_s
 
 static double in_d(const gdn_layer_args *a, const void *base, int64_t idx) { return (double)gdn__load(base, a->dtype, idx); }
 
-/* One sequence's value head h over its window: y rows, the state after k tokens into S (double [Dk][Dv] as key
- * row, value column), from S0 (NULL: zero). */
-static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t s0, int64_t n, int64_t k, const double *hist,
-                        int64_t h, double scale, double eps_l2, double eps_rms, double *S, double *S_commit, double *y) {
+/* The state S (double [Dk][Dv], key row, value column) into head h of a slot's state in the pool (args' layout). */
+static void put_state(const gdn_layer_args *a, double *pool, int64_t slot, int64_t h, const double *S) {
+    const int64_t Dk = a->Dk, Dv = a->Dv;
+    double *dst = pool + (slot * a->Hv + h) * Dk * Dv;
+    for (int64_t i = 0; i < Dk; ++i)
+        for (int64_t j = 0; j < Dv; ++j) dst[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j] = S[i * Dv + j];
+}
+
+/* The conv history (C channels, 3 taps) after m tokens of a window from token s0 with history h0 into a slot. */
+static void put_hist(const gdn_layer_args *a, double *hist, int64_t slot, int64_t C, int64_t s0, int64_t m,
+                     const double *h0) {
+    for (int64_t c = 0; c < C; ++c)
+        for (int i = 0; i < 3; ++i) {
+            const int64_t tt = m - 3 + i;
+            hist[(slot * C + c) * 3 + i] = tt >= 0 ? in_d(a, a->qkv, (s0 + tt) * C + c) : h0[c * 3 + 3 + tt];
+        }
+}
+
+/* Sequence b's value head h over its window: y rows, the state after k tokens into S_commit and after each of b's
+ * checkpoints into the checkpoint's slot of `pool`, from S (double [Dk][Dv], key row, value column; updated). */
+static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t b, int64_t s0, int64_t n, int64_t k,
+                        const double *hist, int64_t h, double scale, double eps_l2, double eps_rms, double *S,
+                        double *S_commit, double *pool, double *y) {
     const int64_t Dk = a->Dk, Dv = a->Dv, hk = h / (a->Hv / a->Hk);
     double *q = malloc((size_t)Dk * sizeof *q), *kk = malloc((size_t)Dk * sizeof *kk), *v = malloc((size_t)Dv * sizeof *v);
     double *o = malloc((size_t)Dv * sizeof *o);
@@ -65,6 +84,8 @@ static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t s0, int64_t 
             y[row * Dv + j] = rs * o[j] * (double)a->gamma[j] * gz;
         }
         if (t + 1 == k) memcpy(S_commit, S, (size_t)(Dk * Dv) * sizeof *S);
+        for (int64_t i = 0; i < a->n_checkpoints; ++i)
+            if (a->checkpoints[i].seq == b && a->checkpoints[i].after == t + 1) put_state(a, pool, a->checkpoints[i].slot, h, S);
 #undef CONV
 #undef TAP
     }
@@ -99,21 +120,16 @@ gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *stat
         const int fresh = a->fresh && a->fresh[b];
         for (int64_t i = 0; i < C * 3; ++i) h0[i] = fresh ? 0.0 : hist[slot * C * 3 + i];
         for (int64_t h = 0; h < a->Hv; ++h) {
-            double *pool = state + slot * per + h * Dk * Dv;
+            const double *own = state + (slot * a->Hv + h) * Dk * Dv;
             for (int64_t i = 0; i < Dk; ++i)
                 for (int64_t j = 0; j < Dv; ++j)
-                    S[i * Dv + j] = fresh ? 0.0 : pool[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j];
-            oracle_head(a, C, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, y);
-            if (k > 0)
-                for (int64_t i = 0; i < Dk; ++i)
-                    for (int64_t j = 0; j < Dv; ++j)
-                        pool[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j] = Sc[i * Dv + j];
+                    S[i * Dv + j] = fresh ? 0.0 : own[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j];
+            oracle_head(a, C, b, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, state, y);
+            if (k > 0) put_state(a, state, slot, h, Sc);
         }
-        for (int64_t c = 0; k > 0 && c < C; ++c)
-            for (int i = 0; i < 3; ++i) {
-                const int64_t tt = k - 3 + i;
-                hist[(slot * C + c) * 3 + i] = tt >= 0 ? in_d(a, a->qkv, (s0 + tt) * C + c) : h0[c * 3 + 3 + tt];
-            }
+        if (k > 0) put_hist(a, hist, slot, C, s0, k, h0);
+        for (int64_t i = 0; i < a->n_checkpoints; ++i)
+            if (a->checkpoints[i].seq == b) put_hist(a, hist, a->checkpoints[i].slot, C, s0, a->checkpoints[i].after, h0);
     }
     free(S), free(Sc), free(h0);
     return GDN_OK;

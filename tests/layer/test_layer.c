@@ -39,6 +39,8 @@ TEST(layer_ref_matches_the_oracle) {
             lrun r;
             if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
             c.commit[1] = 0, c.commit[2] = 4, c.fresh[0] = 1;
+            c.ck[0] = (gdn_layer_checkpoint){0, 2, 0}, c.ck[1] = (gdn_layer_checkpoint){2, 7, 4}; /* past its commit */
+            c.ck[2] = (gdn_layer_checkpoint){1, 1, 5}, c.n_ck = 3;
             double *y = malloc(c.n_y * sizeof *y), *st = malloc(c.n_state * sizeof *st), *hi = malloc(c.n_hist * sizeof *hi);
             gdn_layer_args a = lcase_args(&c, &r);
             CHECK(gdn__oracle_layer(&a, y, st, hi) == GDN_OK);
