@@ -7,7 +7,7 @@
 # table with libgdn, transformers' fallbacks and fla's two kernels on CUDA (python/tests/peers.py --device cuda).
 # Logs go to $OUT.
 #
-#   bash scripts/gpu_model.sh
+#   bash scripts/gpu_model.sh [DTYPE...]   (default float32 bfloat16)
 #
 # Needs torch (CUDA) and transformers on the machine, or their wheels in .whl/ (installed with --no-index into
 # /tmp/site, as fla's and pytest's are: `pip install --no-index --no-deps --target /tmp/site .whl/*.whl`).
@@ -25,7 +25,9 @@ if ! python3 -c "import transformers.models.qwen3_next.modeling_qwen3_next" 2> "
 fi
 python3 -c "import fla; print('fla', getattr(fla, '__version__', '?'))" 2>&1 | tail -1
 rc=0
-for dtype in float32 bfloat16; do
+DTYPES=("$@")
+((${#DTYPES[@]})) || DTYPES=(float32 bfloat16)
+for dtype in "${DTYPES[@]}"; do
     for impl in "" --as-picked; do
         echo "== qwen3next shape, cuda, $dtype, transformers ${impl:-with its torch fallbacks}"
         python3 python/qwen3next_model.py --device cuda --shape qwen3next --dtype "$dtype" $impl 2>&1 |
