@@ -277,8 +277,9 @@ const char *gdn_last_error(void);
 /* Number of threads in the CPU pool: GDN_THREADS if set (read once), else the number of online cores. */
 int gdn_cpu_threads(void);
 
-/* How the environment switches were read (GDN_THREADS, GDN_PACKED, GDN_CHECK_POINTERS, GDN_CUDA_PDL), a line each: the raw
- * value and its effect, or that it was not understood and the default applies. A static string; never NULL. */
+/* How the environment switches were read (GDN_THREADS, GDN_PACKED, GDN_CHECK_POINTERS, GDN_CUDA_PDL, GDN_SPIN_US), a
+ * line each: the raw value and its effect, or that it was not understood and the default applies. A static string;
+ * never NULL. */
 const char *gdn_env_report(void);
 
 /* Number of devices of a backend usable by this build: 1 for GDN_BACKEND_CPU; for GDN_BACKEND_CUDA the CUDA

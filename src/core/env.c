@@ -62,7 +62,7 @@ int gdn__check_pointers(void) {
 }
 
 /* One line per switch: its raw value and what the library made of it. */
-static char report[768];
+static char report[960];
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 static void describe(char *out, size_t n, const char *name, const char *effect, int understood) {
@@ -74,7 +74,7 @@ static void describe(char *out, size_t n, const char *name, const char *effect, 
 }
 
 static void build_report(void) {
-    char line[4][160];
+    char line[5][160];
     const int threads = gdn_cpu_threads();
     char effect[64];
     snprintf(effect, sizeof effect, "a pool of %d CPU threads", threads);
@@ -89,7 +89,11 @@ static void build_report(void) {
     const int pdl = gdn__env_bool("GDN_CUDA_PDL", 1), d_ok = !getenv("GDN_CUDA_PDL") || gdn__env_bool("GDN_CUDA_PDL", -1) != -1;
     describe(line[3], sizeof line[3], "GDN_CUDA_PDL",
              pdl ? "CUDA kernels launch with programmatic dependent launch" : "CUDA kernels launch plainly", d_ok);
-    snprintf(report, sizeof report, "%s%s%s%s", line[0], line[1], line[2], line[3]);
+    const int64_t spin = gdn__env_int("GDN_SPIN_US", 0, 1000000, -1);
+    char waits[96];
+    snprintf(waits, sizeof waits, "idle CPU workers poll %lld us before they sleep", (long long)(spin < 0 ? 100 : spin));
+    describe(line[4], sizeof line[4], "GDN_SPIN_US", waits, !getenv("GDN_SPIN_US") || spin != -1);
+    snprintf(report, sizeof report, "%s%s%s%s%s", line[0], line[1], line[2], line[3], line[4]);
 }
 
 const char *gdn_env_report(void) {

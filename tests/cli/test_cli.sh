@@ -57,5 +57,13 @@ for line in sys.stdin:
 sys.exit(0 if n > 0 else 1)'
     check $? "bench --json lines are strict JSON (no inf, no nan)"
 fi
+# GDN_SPIN_US: reported as read; with 0 (workers sleep at once) every kernel still gives ref's bits
+out=$(GDN_SPIN_US=abc timeout 60 "$GDN" list 2>&1)
+check "$([[ $out == *"GDN_SPIN_US='abc' (not understood, ignored): idle CPU workers poll 100 us"* ]]; echo $?)" \
+    "gdn list reports GDN_SPIN_US=abc as not understood"
+out=$(GDN_SPIN_US=0 timeout 60 "$GDN" list 2>&1)
+check "$([[ $out == *"GDN_SPIN_US='0': idle CPU workers poll 0 us"* ]]; echo $?)" "gdn list reports GDN_SPIN_US=0"
+GDN_SPIN_US=0 GDN_THREADS=2 timeout 120 "$GDN" check > /dev/null 2>&1
+check $? "GDN_SPIN_US=0 GDN_THREADS=2 gdn check: every kernel bitwise equal to ref"
 echo "cli: $pass passed, $fail failed"
 [[ $fail == 0 ]]
