@@ -104,6 +104,12 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
 
 int gdn__cpu_has_avx2_fma(void); /* src/cpu/features.c */
 
+/* A CPU workspace of at least `bytes` bytes, 64-byte aligned, kept from an earlier call where one fits
+ * (src/cpu/workspace.c); *got is its size, to hand back with gdn__ws_give (which keeps or frees it). NULL: no
+ * memory. Its contents are whatever the last user left. */
+void *gdn__ws_take(size_t bytes, size_t *got);
+void gdn__ws_give(void *p, size_t bytes);
+
 /* The CPU kernels other than ref are routed from 128 state updates per call (B T Hv Dk Dv): below, their fixed cost
  * (~0.2 us over ref's) is not repaid (T=1, Hv=1, Dk=32, Dv=1: ref 0.56 us, portable 0.67). In double: no overflow. */
 static inline int gdn__cpu_call_is_big(const gdn__problem *p) {

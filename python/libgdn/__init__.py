@@ -17,7 +17,7 @@ import importlib.util
 
 from . import capi
 
-__all__ = ["capi", "delta", "layer", "kernels", "kernel_contract", "layer_kernels", "cuda_devices"]
+__all__ = ["capi", "delta", "layer", "kernels", "kernel_contract", "layer_kernels", "cuda_devices", "cpu_release"]
 if importlib.util.find_spec("torch") is None:
     from .calls import delta, layer
 else:  # the same functions, torch tensors through the custom ops
@@ -51,3 +51,9 @@ def layer_kernels():
 def cuda_devices():
     """The CUDA devices this build of libgdn can use (0 without a CUDA build or without a device)."""
     return capi.lib().gdn_device_count(capi.BACKEND_CUDA)
+
+
+def cpu_release():
+    """Frees the workspaces libgdn's CPU kernels keep between calls (up to four buffers; the largest a layer call's,
+    8 T (Hk Dk + Hv Dv + Hv) bytes). The next CPU call allocates afresh."""
+    capi.lib().gdn_cpu_release()

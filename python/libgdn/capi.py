@@ -113,6 +113,7 @@ def load(path=None):
         "gdn_last_error": ([], ctypes.c_char_p),
         "gdn_device_count": ([ctypes.c_int], ctypes.c_int),
         "gdn_cpu_threads": ([], ctypes.c_int),
+        "gdn_cpu_release": ([], None),
         "gdn_env_report": ([], ctypes.c_char_p),
     }
     for name, (argtypes, restype) in sig.items():

@@ -78,6 +78,32 @@ TEST(layer_fastest_on_the_cpu_is_the_routed_call) {
     lcase_free(&c);
 }
 
+/* The CPU kernels keep their workspaces between calls (src/cpu/workspace.c): a call into a kept buffer (last
+ * written by a larger call of another shape), a call after gdn_cpu_release(), and a fresh run give the same bits. */
+TEST(layer_cpu_kept_workspaces_change_nothing) {
+    const int32_t big[2] = {400, 9}, small[2] = {37, 2};
+    lcase_cfg g = cfg_of(2, 4, 64, 32, GDN_BF16, 2, small, 51), h = cfg_of(2, 4, 128, 64, GDN_F32, 2, big, 52);
+    lcase c, d;
+    lrun first, again, released, other;
+    if (!lcase_init(&c, &g) || !lcase_init(&d, &h) || !lrun_init(&first, &c, 0) || !lrun_init(&again, &c, 0) ||
+        !lrun_init(&released, &c, 0) || !lrun_init(&other, &d, 0)) {
+        CHECK(0, "allocation");
+        return;
+    }
+    gdn_cpu_release();
+    CHECK(lcase_run(&c, &first, NULL, 0) == GDN_OK, "%s", gdn_last_error()); /* fresh buffers */
+    CHECK(lcase_run(&d, &other, NULL, 0) == GDN_OK, "%s", gdn_last_error()); /* a larger call fills them */
+    CHECK(lcase_run(&c, &again, NULL, 0) == GDN_OK, "%s", gdn_last_error()); /* into what it left */
+    gdn_cpu_release();
+    CHECK(lcase_run(&c, &released, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+    CHECK(lrun_equal(&c, &first, &again), "a call into kept workspaces differs");
+    CHECK(lrun_equal(&c, &first, &released), "a call after gdn_cpu_release differs");
+    gdn_cpu_release();
+    gdn_cpu_release(); /* nothing kept: a no-op */
+    lrun_free(&first), lrun_free(&again), lrun_free(&released), lrun_free(&other);
+    lcase_free(&c), lcase_free(&d);
+}
+
 /* Every CPU layer kernel, every dtype, thread counts 1 and all: ref's bits. */
 TEST(layer_cpu_kernels_equal_ref) {
     const int32_t len[4] = {3, 1, 17, 2};

@@ -701,10 +701,11 @@ static gdn_status blk_run(const gdn__problem *p) {
     int64_t ws_bytes = 0;
     if (!gdn__size_mul((int64_t)job.ws_stride, (int64_t)sizeof(float) * threads, &ws_bytes) || !gdn__size_fits(ws_bytes))
         return GDN_ERR_OUT_OF_MEMORY;
-    job.ws = aligned_alloc(64, (size_t)ws_bytes);
+    size_t kept = 0; /* kept between calls (src/cpu/workspace.c) */
+    job.ws = gdn__ws_take((size_t)ws_bytes, &kept);
     if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
     gdn__parallel_for(p, a->B * a->Hk / job.nkh * job.groups, threads, blk_item, &job);
-    free(job.ws);
+    gdn__ws_give(job.ws, kept);
     return GDN_OK;
 }
 

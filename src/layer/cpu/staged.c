@@ -190,11 +190,12 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
     st.pool.a.cpu_runner = a->cpu_runner;
     st.pool.threads = p->threads;
     st.per_worker = prologue > history ? prologue : history;
-    float *buf = malloc((size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float));
+    size_t kept = 0; /* the stages' buffers: kept between calls (src/cpu/workspace.c) */
+    float *buf = gdn__ws_take((size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), &kept);
     st.seq_of = malloc((size_t)T * sizeof(int32_t));
     st.scratch = malloc((size_t)(p->threads * st.per_worker) * sizeof(float));
     if (!buf || !st.seq_of || !st.scratch) {
-        free(buf);
+        gdn__ws_give(buf, kept);
         free(st.seq_of);
         free(st.scratch);
         return GDN_ERR_OUT_OF_MEMORY;
@@ -214,7 +215,7 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
         st.checkpoint_phase = 0;
         gdn__parallel_for(&st.pool, a->B * blocks, p->threads, history_item, &st);
     }
-    free(buf);
+    gdn__ws_give(buf, kept);
     free(st.seq_of);
     free(st.scratch);
     return s;
