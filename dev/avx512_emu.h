@@ -2,10 +2,10 @@
  * Intel's guide defines them, so that their code runs (slowly) on a machine without AVX-512. For checking the
  * kernels' logic only: force-included into those two files, built with -mavx2 -mfma and no AVX-512 flag, aligned
  * loads and stores assert their 64-byte alignment. GDN_AVX512_EMULATED makes gdn__cpu_has_avx512 (and test_routing)
- * say yes. The whole suite so, on any AVX2 machine (a testing build, never shipped):
+ * say yes. The whole suite so, on any AVX2 machine (a testing build, never shipped; CMake's GDN_AVX512_EMULATED):
  *
- *     make BUILD=build/emu GDN_CUDA=0 AVX512_FLAGS="-mavx2 -mfma -include dev/avx512_emu.h" \
- *         CFLAGS=-DGDN_AVX512_EMULATED test
+ *     cmake -S . -B build/emu -G Ninja -DGDN_TESTING=ON -DGDN_CUDA=OFF -DGDN_AVX512_EMULATED=ON &&
+ *         cmake --build build/emu && ctest --test-dir build/emu
  *     cc -std=c11 -O2 -Iinclude dev/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check &&
  *         build/emu/avx512_check */
 #ifndef GDN_DEV_AVX512_EMU_H

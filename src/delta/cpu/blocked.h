@@ -117,6 +117,7 @@ BLK_INLINE blk_part blk_lane(const blk_pass *ps, int64_t l, int mode, int vgate,
         cnt = ps->Dk - i0;
         cnt = cnt < 0 ? 0 : cnt > c ? c : cnt;
     }
+    _Pragma("GCC unroll 8") /* c known (the static trees): the lane's rows straight-line, no loop per lane */
     for (int64_t e = 0; e < cnt; ++e) blk_row(ps, i0 + e, mode, vgate, &r);
     return r;
 }
