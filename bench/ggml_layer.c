@@ -40,41 +40,10 @@
 #include "ggml.h"
 #include "gdn.h"
 
+#define BENCH_NAME "ggml_layer"
+#include "ggml_common.h"
+
 enum { HK = 16, HV = 32, D = 128, R = HV / HK, C = 2 * HK * D + HV * D, ROUNDS = 3 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "ggml_layer: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-static uint64_t rng = 0x5eedULL;
-static double next_u(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
-}
-static float *fill_uniform(size_t n, float lo, float hi) {
-    float *x = xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * (float)next_u();
-    return x;
-}
-static float *fill_normal(size_t n, float mean, float sd) {
-    float *x = xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; ++i) {
-        const double u1 = next_u() + 1e-300, u2 = next_u();
-        x[i] = mean + sd * (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-    }
-    return x;
-}
 
 /* libgdn's value head h as ggml's head: h = hk R + r  ->  r Hk + hk */
 static int perm(int h) { return (h % R) * HK + h / R; }
