@@ -1,5 +1,5 @@
-/* What bench/ggml_layer.c and bench/ggml_delta.c share: the clock, allocation that exits on failure, and their
- * seeded inputs (one LCG; uniform and normal floats). Include after defining BENCH_NAME (the program's name, for
+/* What bench/ggml_layer.c and bench/ggml_delta.c share: the clock, allocation that exits on failure, their seeded
+ * inputs (one LCG; uniform and normal floats) and a timed block of calls. Include after defining BENCH_NAME (the program's name, for
  * its messages). */
 #ifndef GDN_BENCH_GGML_COMMON_H
 #define GDN_BENCH_GGML_COMMON_H
@@ -44,6 +44,27 @@ static float *fill_normal(size_t n, float mean, float sd) {
         x[i] = mean + sd * (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
     }
     return x;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* One block of `calls` calls of run(ctx, side, set), the sets in turn from *cursor: the median in microseconds. */
+static double bench_block(void (*run)(void *ctx, int side, int set), void *ctx, int side, int calls, int sets,
+                          int *cursor) {
+    double *t = xmalloc((size_t)calls * sizeof *t);
+    for (int i = 0; i < calls; ++i) {
+        const int s = (*cursor)++ % sets;
+        const double t0 = now();
+        run(ctx, side, s);
+        t[i] = (now() - t0) * 1e6;
+    }
+    qsort(t, (size_t)calls, sizeof t[0], cmp_double);
+    const double m = t[calls / 2];
+    free(t);
+    return m;
 }
 
 #endif

@@ -275,26 +275,17 @@ static agreement check(shape *sh) {
     return a;
 }
 
-static int cmp_double(const void *x, const void *y) {
-    const double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
+static void run_side(void *ctx, int side, int set) {
+    shape *sh = ctx;
+    if (side == 2) gdn_call(sh, set);
+    else ggml_call(sh, set, side == 0);
 }
 
-/* side 0: ggml, 1: ggml without write-back, 2: libgdn. One block of `calls` calls; median microseconds. */
+/* side 0: ggml, 1: ggml without write-back, 2: libgdn (ggml's threads paused). One block of `calls` calls; median
+ * microseconds. */
 static double block(shape *sh, int side, int calls, int *cursor) {
-    double *t = xmalloc((size_t)calls * sizeof *t);
     if (side == 2) ggml_threadpool_pause(sh->tp);
-    for (int i = 0; i < calls; ++i) {
-        const int s = (*cursor)++ % sh->sets;
-        const double t0 = now();
-        if (side == 2) gdn_call(sh, s);
-        else ggml_call(sh, s, side == 0);
-        t[i] = (now() - t0) * 1e6;
-    }
-    qsort(t, (size_t)calls, sizeof t[0], cmp_double);
-    const double m = t[calls / 2];
-    free(t);
-    return m;
+    return bench_block(run_side, sh, side, calls, sh->sets, cursor);
 }
 
 static const char *side_name[3] = {"ggml", "ggml_nowb", "libgdn"};
