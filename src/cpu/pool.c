@@ -69,14 +69,13 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Polls until *word != value (gen: 64 bits) or the spin budget is spent; returns 1 when it changed. */
-static int spin_gen(const atomic_ullong *word, uint64_t value) {
-    if (the_pool.spin_ns <= 0) return 0;
+/* Polls until *word != value or the spin budget is spent (the caller re-checks under the lock). */
+static void spin_gen(const atomic_ullong *word, uint64_t value) {
+    if (the_pool.spin_ns <= 0) return;
     const int64_t until = now_ns() + the_pool.spin_ns;
-    for (unsigned i = 1;; ++i) {
-        if (atomic_load_explicit(word, memory_order_acquire) != value) return 1;
+    for (unsigned i = 1; atomic_load_explicit(word, memory_order_acquire) == value; ++i) {
         cpu_relax();
-        if (i % 64 == 0 && now_ns() > until) return 0;
+        if (i % 64 == 0 && now_ns() > until) return;
     }
 }
 
