@@ -14,13 +14,15 @@ ggml_prepare() {
     ggml=$(cd "$ggml" 2>/dev/null && pwd) || { echo "$name.sh: no ggml checkout at $ggml (clone ggml-org/ggml there)" >&2; exit 2; }
     grep -q ggml_gated_delta_net "$ggml/include/ggml.h" || { echo "$name.sh: $ggml has no ggml_gated_delta_net" >&2; exit 2; }
     local libs=("$ggml/build/src/libggml.a" "$ggml/build/src/libggml-cpu.a" "$ggml/build/src/libggml-base.a")
+    local gen=() # Ninja where the machine has it
+    command -v ninja > /dev/null && gen=(-G Ninja)
     if [[ ! -f ${libs[1]} ]]; then
-        cmake -S "$ggml" -B "$ggml/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=OFF \
+        cmake -S "$ggml" -B "$ggml/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=OFF \
             -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DBUILD_SHARED_LIBS=OFF \
             -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF >/dev/null
         nice -n 10 cmake --build "$ggml/build" -j "$jobs"
     fi
-    [[ -f build/cpu/CMakeCache.txt ]] || cmake -S . -B build/cpu -G Ninja -DGDN_CUDA=OFF >/dev/null
+    [[ -f build/cpu/CMakeCache.txt ]] || cmake -S . -B build/cpu "${gen[@]}" -DGDN_CUDA=OFF >/dev/null
     nice cmake --build build/cpu -j "$jobs" --target libgdn_static >/dev/null # this checkout's, up to date
     mkdir -p "build/$name"
     # our code: C11, warnings as errors (ggml.h and ggml-cpu.h compile clean under them), no fast-math

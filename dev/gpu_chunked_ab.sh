@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# cuda_chunked of an older tree against this one, on the GPU machine: builds both (the older tree's libgdn.so, this
+# tree's test_gdn, gdn and libgdn.so), runs this tree's chunked suite, dev/chunked_ab.py (bitwise equal to the older
+# build? and the timing points alternating), ncu on both builds' kernels at T = NCU_T, then bench/chunked_h200.py
+# (beside fla). Under $OUT: build.log, chunked_test.log, chunked_ab.json, ncu.txt, chunked_h200.{json,txt}.
+#
+#   here:        rm -rf .gpu_tree_a && mkdir .gpu_tree_a && git archive REV | tar -x -C .gpu_tree_a
+#   GPU machine: dev/gpu_chunked_ab.sh .gpu_tree_a      (carry .gpu_tree_a and .whl; NCU_T default 2048, 0: none)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export OUT=${OUT:-/tmp/gdn_gpu_out} PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+[[ $# -ge 1 && -f $1/Makefile ]] || { echo "usage: dev/gpu_chunked_ab.sh OLD_TREE" >&2; exit 2; }
+OLD_TREE=$(cd "$1" && pwd)
+NCU_T=${NCU_T:-2048}
+J=$(nproc)
+( cd "$OLD_TREE" && make -j$((J / 2)) BUILD=build/pic PIC=1 build/pic/libgdn.so > /tmp/build_old.log 2>&1 ) &
+old_build=$!
+# shellcheck source=scripts/gpu_common.sh
+. scripts/gpu_common.sh
+t0=$(date +%s)
+gpu_build gdn test_gdn libgdn_shared || exit 1
+wait $old_build || { echo "the older tree did not build:"; tail -20 /tmp/build_old.log; exit 1; }
+echo "builds: $(( $(date +%s) - t0 )) s"
+OLD=$OLD_TREE/build/pic/libgdn.so NEW=$PWD/build/pic/libgdn.so
+status=0
+GDN_TEST_VERBOSE=1 ./build/pic/test_gdn chunked_ > "$OUT/chunked_test.log" 2>&1 || status=1
+grep -E "worst|FAIL|fail|passed" "$OUT/chunked_test.log" | tail -12
+gpu_wheels
+python3 dev/chunked_ab.py old="$OLD" new="$NEW" || status=1
+if [[ $NCU_T != 0 ]] && command -v ncu > /dev/null; then
+    ncu --kernel-name regex:gdn_chunk --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section SchedulerStats --section WarpStateStats python3 dev/chunked_ab.py --once "$NCU_T" old="$OLD" \
+        new="$NEW" > "$OUT/ncu.txt" 2>&1
+    grep -E "gdn_chunk|Duration|Issued Ipc|No Eligible|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
+fi
+GDN_LIBRARY=$NEW python3 bench/chunked_h200.py --out "$OUT/chunked_h200.json" 2>&1 | tee "$OUT/chunked_h200.txt"
+exit $status
