@@ -42,7 +42,7 @@ def call(lib, s, dtype, layout, raw):
     def run():
         a.stream = torch.cuda.current_stream().cuda_stream
         gdn.delta(lib, a)
-    run.keep = (q, k, v, h0, head, cu)
+    run.keep = (q, k, v, h0, head, cu, y, st)  # the graph writes y and st: they must outlive it
     return run, (y, st)
 
 

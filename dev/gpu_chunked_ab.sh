@@ -2,7 +2,9 @@
 # cuda_chunked of an older tree against this one, on the GPU machine: builds both (the older tree's libgdn.so, this
 # tree's test_gdn, gdn and libgdn.so), runs this tree's chunked suite, dev/chunked_ab.py (bitwise equal to the older
 # build? and the timing points alternating), ncu on both builds' kernels at T = NCU_T, then bench/chunked_h200.py
-# (beside fla). Under $OUT: build.log, chunked_test.log, chunked_ab.json, ncu.txt, chunked_h200.{json,txt}.
+# (beside fla) and bench/chunk_accuracy.py, and the chunked suite under compute-sanitizer's memcheck. Under $OUT:
+# build.log, chunked_test.log, chunked_ab.json, ncu.txt (at the GPU's own clocks), chunked_h200.{json,txt},
+# chunk_accuracy_h200.json.
 #
 #   here:        rm -rf .gpu_tree_a && mkdir .gpu_tree_a && git archive REV | tar -x -C .gpu_tree_a
 #   GPU machine: dev/gpu_chunked_ab.sh .gpu_tree_a      (carry .gpu_tree_a and .whl; NCU_T default 2048, 0: none)
@@ -29,10 +31,17 @@ grep -E "worst|FAIL|fail|passed" "$OUT/chunked_test.log" | tail -12
 gpu_wheels
 python3 dev/chunked_ab.py old="$OLD" new="$NEW" || status=1
 if [[ $NCU_T != 0 ]] && command -v ncu > /dev/null; then
-    ncu --kernel-name regex:gdn_chunk --section SpeedOfLight --section Occupancy --section LaunchStats \
+    ncu --clock-control none --kernel-name regex:gdn_chunk --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section SchedulerStats --section WarpStateStats python3 dev/chunked_ab.py --once "$NCU_T" old="$OLD" \
         new="$NEW" > "$OUT/ncu.txt" 2>&1
     grep -E "gdn_chunk|Duration|Issued Ipc|No Eligible|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
 fi
+if command -v compute-sanitizer > /dev/null; then
+    timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/pic/test_gdn chunked_ > /tmp/memcheck.log 2>&1
+    echo "memcheck of the chunked suite: rc $? ($(grep -c "Invalid\|Error" /tmp/memcheck.log) error lines)"
+    tail -3 /tmp/memcheck.log
+fi
+GDN_LIBRARY=$NEW python3 bench/chunk_accuracy.py --T 64 512 2048 8192 --out "$OUT/chunk_accuracy_h200.json" 2>&1 |
+    grep -E "chunk|bf16|ordinary|zero|decay" | head -20
 GDN_LIBRARY=$NEW python3 bench/chunked_h200.py --out "$OUT/chunked_h200.json" 2>&1 | tee "$OUT/chunked_h200.txt"
 exit $status

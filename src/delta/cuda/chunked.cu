@@ -124,6 +124,29 @@ __device__ __forceinline__ void frag_b(uint32_t (&b)[2], const uint16_t *m, int 
     b[1] = ld32(m + (n0 + g) * ld + k0 + 2 * t + 8);
 }
 
+/* The same fragments by ldmatrix, for the scan (16-byte aligned rows; lane / 8 names the 8 x 8 matrix whose row
+ * it addresses). The prep kernel keeps the 32-bit loads above: at its occupancy they measured faster. */
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const uint16_t *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+}
+/* each matrix transposed: lane 4 g + t gets elements (2t, g), (2t + 1, g) of each */
+__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const uint16_t *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+}
+__device__ __forceinline__ void ldsm_a(uint32_t (&a)[4], const uint16_t *m, int ld, int m0, int k0, int lane) {
+    ldsm4(a, m + (m0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + k0 + 8 * (lane >> 4));
+}
+/* B fragments of the same column n0 of two tiles x and y ([n][k], stride ld): b[0..1] of x, b[2..3] of y */
+__device__ __forceinline__ void ldsm_b2(uint32_t (&b)[4], const uint16_t *x, const uint16_t *y, int n0, int ld, int k0,
+                                        int lane) {
+    const int m = lane >> 3;
+    ldsm4(b, (m < 2 ? x : y) + (n0 + (lane & 7)) * ld + k0 + 8 * (m & 1));
+}
+
 /* Input fragments (A or B, raw pairs of the input dtype) as hi (and lo for f16). */
 template <int DT, int N>
 __device__ __forceinline__ void in_frag(uint32_t (&hi)[N], uint32_t (&lo)[N], const uint32_t (&raw)[N]) {
@@ -368,23 +391,22 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int r, int 
 /* K S0 and Q S0 for the warp's tile (rows m0 .., columns n0 ..): input rows times the state's planes. */
 template <int DT>
 __device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], const scan_stage &st,
-                                            const scan_smem &sm, int m0, int n0, int g, int t) {
+                                            const scan_smem &sm, int m0, int n0, int lane) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        uint32_t bh[2], bl[2], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4];
-        frag_b(bh, sm.shi, LDK, n0, 16 * kb, g, t);
-        frag_b(bl, sm.slo, LDK, n0, 16 * kb, g, t);
-        frag_a(rk, st.k, LDK, m0, 16 * kb, g, t);
-        frag_a(rq, st.q, LDK, m0, 16 * kb, g, t);
+        uint32_t b[4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
+        ldsm_b2(b, sm.shi, sm.slo, n0, LDK, 16 * kb, lane);
+        ldsm_a(rk, st.k, LDK, m0, 16 * kb, lane);
+        ldsm_a(rq, st.q, LDK, m0, 16 * kb, lane);
         in_frag<DT>(kh, kl, rk);
         in_frag<DT>(qh, ql, rq);
-        mma(ks0, kh, bh[0], bh[1]);
-        mma(qs0, qh, bh[0], bh[1]);
-        mma(ks0, kh, bl[0], bl[1]);
-        mma(qs0, qh, bl[0], bl[1]);
+        mma(ks0, kh, b[0], b[1]);
+        mma(qs0, qh, b[0], b[1]);
+        mma(ks0, kh, b[2], b[3]);
+        mma(qs0, qh, b[2], b[3]);
         if (DT == GDN_F16) {
-            mma(ks0, kl, bh[0], bh[1]);
-            mma(qs0, ql, bh[0], bh[1]);
+            mma(ks0, kl, b[0], b[1]);
+            mma(qs0, ql, b[0], b[1]);
         }
     }
 }
@@ -392,16 +414,15 @@ __device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], co
 /* acc += (Ahi + Alo)[rows 16 mt ..][0 .. 16 (mt + 1)) (Bhi + Blo)[.., columns n0 ..]: a lower-triangular [C, C] pair
  * of planes [row][LDC] times a [C, 32] pair stored [n][LDC]. */
 __device__ __forceinline__ void lower(float (&acc)[4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
-                                      const uint16_t *blo, int mt, int n0, int g, int t) {
+                                      const uint16_t *blo, int mt, int n0, int lane) {
     for (int kb = 0; kb <= mt; ++kb) {
-        uint32_t bh[2], bl[2], ah[4], al[4];
-        frag_b(bh, bhi, LDC, n0, 16 * kb, g, t);
-        frag_b(bl, blo, LDC, n0, 16 * kb, g, t);
-        frag_a(ah, ahi, LDC, 16 * mt, 16 * kb, g, t);
-        frag_a(al, alo, LDC, 16 * mt, 16 * kb, g, t);
-        mma(acc, ah, bh[0], bh[1]);
-        mma(acc, ah, bl[0], bl[1]);
-        mma(acc, al, bh[0], bh[1]);
+        uint32_t b[4], ah[4], al[4]; /* b: B's hi (0, 1) and lo (2, 3) */
+        ldsm_b2(b, bhi, blo, n0, LDC, 16 * kb, lane);
+        ldsm_a(ah, ahi, LDC, 16 * mt, 16 * kb, lane);
+        ldsm_a(al, alo, LDC, 16 * mt, 16 * kb, lane);
+        mma(acc, ah, b[0], b[1]);
+        mma(acc, ah, b[2], b[3]);
+        mma(acc, al, b[0], b[1]);
     }
 }
 
@@ -410,7 +431,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     extern __shared__ __align__(16) uint8_t smem_raw[];
     scan_smem &sm = *(scan_smem *)smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, w = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = tid & 3;
     const int mt = w >> 2, r0 = 16 * mt + g, n0 = 8 * (w & 3); /* the [C, 32] tile: rows r0, r0 + 8; columns n0 + 2t */
     const int key0 = 16 * (w & 7) + g, c0 = 16 * (w >> 3);     /* the state's: key rows key0 (+ 8), columns c0 .. */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
@@ -448,7 +469,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
                        (int)min((int64_t)CH, t0 + len - tc - CH), tid);
         /* X = V - diag(G) K S0, and Q S0 */
         float ks0[4] = {}, qs0[4] = {};
-        times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, g, t);
+        times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
         {
             float x[4];
 #pragma unroll
@@ -461,7 +482,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         __syncthreads(); /* X */
         { /* U = A X; and diag(e) U */
             float u[4] = {}, eu[4];
-            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, g, t);
+            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, lane);
 #pragma unroll
             for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[e]);
             put_cols(sm.uhi, sm.ulo, r0, n0 + 2 * t, u);
@@ -470,7 +491,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         __syncthreads(); /* U */
         { /* y = scale (diag(G) Q S0 + P U) */
             float pu[4] = {};
-            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, g, t);
+            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, lane);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int r = r0 + 8 * half;
@@ -491,20 +512,16 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             float ku[2][4] = {};
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
-                uint32_t ah[4], al[4];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) { /* K^T: row = key index, column = token */
-                    const int key = key0 + (q & 1) * 8, tok = 16 * kb + 2 * t + (q >> 1) * 8;
-                    in_pair<DT>(pack(st.k[tok * LDK + key], st.k[(tok + 1) * LDK + key]), ah[q], al[q]);
-                }
+                uint32_t raw[4], ah[4], al[4]; /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
+                ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
+                in_frag<DT>(ah, al, raw);
 #pragma unroll
                 for (int nt = 0; nt < 2; ++nt) {
-                    uint32_t bh[2], bl[2];
-                    frag_b(bh, sm.ehi, LDC, c0 + 8 * nt, 16 * kb, g, t);
-                    frag_b(bl, sm.elo, LDC, c0 + 8 * nt, 16 * kb, g, t);
-                    mma(ku[nt], ah, bh[0], bh[1]);
-                    mma(ku[nt], ah, bl[0], bl[1]);
-                    if (DT == GDN_F16) mma(ku[nt], al, bh[0], bh[1]);
+                    uint32_t b[4]; /* diag(e) U's hi (0, 1) and lo (2, 3) */
+                    ldsm_b2(b, sm.ehi, sm.elo, c0 + 8 * nt, LDC, 16 * kb, lane);
+                    mma(ku[nt], ah, b[0], b[1]);
+                    mma(ku[nt], ah, b[2], b[3]);
+                    if (DT == GDN_F16) mma(ku[nt], al, b[0], b[1]);
                 }
             }
             const float Gn = st.gt.G[n - 1];
