@@ -16,12 +16,16 @@ gdn_status gdn__layer_ref(const gdn__layer_problem *p) { return gdn__layer_cpu_s
 
 static double in_d(const gdn_layer_args *a, const void *base, int64_t idx) { return (double)gdn__load(base, a->dtype, idx); }
 
-/* The state S (double [Dk][Dv], key row, value column) into head h of a slot's state in the pool (args' layout). */
+/* Where key row i, value column j of a head's state lies in the pool (args' layout), from the head's start. */
+static int64_t state_at(const gdn_layer_args *a, int64_t i, int64_t j) {
+    return a->state_layout == GDN_STATE_VK ? j * a->Dk + i : i * a->Dv + j;
+}
+
+/* The state S (double [Dk][Dv], key row, value column) into head h of a slot's state in the pool. */
 static void put_state(const gdn_layer_args *a, double *pool, int64_t slot, int64_t h, const double *S) {
-    const int64_t Dk = a->Dk, Dv = a->Dv;
-    double *dst = pool + (slot * a->Hv + h) * Dk * Dv;
-    for (int64_t i = 0; i < Dk; ++i)
-        for (int64_t j = 0; j < Dv; ++j) dst[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j] = S[i * Dv + j];
+    double *dst = pool + (slot * a->Hv + h) * a->Dk * a->Dv;
+    for (int64_t i = 0; i < a->Dk; ++i)
+        for (int64_t j = 0; j < a->Dv; ++j) dst[state_at(a, i, j)] = S[i * a->Dv + j];
 }
 
 /* The conv history (C channels, 3 taps) after m tokens of a window from token s0 with history h0 into a slot. */
@@ -123,7 +127,7 @@ gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *stat
             const double *own = state + (slot * a->Hv + h) * Dk * Dv;
             for (int64_t i = 0; i < Dk; ++i)
                 for (int64_t j = 0; j < Dv; ++j)
-                    S[i * Dv + j] = fresh ? 0.0 : own[a->state_layout == GDN_STATE_VK ? j * Dk + i : i * Dv + j];
+                    S[i * Dv + j] = fresh ? 0.0 : own[state_at(a, i, j)];
             oracle_head(a, C, b, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, state, y);
             if (k > 0) put_state(a, state, slot, h, Sc);
         }
