@@ -11,7 +11,7 @@
  *     S     = G_{n-1} S0 + K^T diag(e) U
  * which is the recurrence of gdn.h token by token (decay, delta, write), regrouped. Two kernels:
  *   gdn_chunk_prep  one block per (chunk, head), all chunks at once: the segment sums, K K^T and Q K^T, the
- *                   unit-lower solve of A (binary32, one column per thread); A and P = d (q k^T) as bf16 hi + lo
+ *                   unit-lower solve of A (binary32, one column per lane pair); A and P = d (q k^T) as bf16 hi + lo
  *                   planes, and the gate vectors, into a workspace.
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
@@ -30,6 +30,8 @@ constexpr int LDK = DK + 8;       /* u16 row stride of the q and k tiles (confli
 constexpr int LDC = CH + 8;       /* u16 row stride of the 64-wide tiles */
 constexpr int LDV = NS + 8;       /* u16 row stride of the v slice */
 constexpr int PREP_THREADS = 128; /* 4 warps: a 16-row strip of K K^T each */
+constexpr int LP_PLANE = CH * CH / 2 + 4; /* floats of one parity plane of L (4 more: the planes' banks differ) */
+static_assert(sizeof(float) * 2 * LP_PLANE <= sizeof(uint16_t) * CH * (DK + 8), "L fits in the q tile");
 constexpr int SCAN_THREADS = 512; /* 16 warps */
 constexpr int SEQS = 128;         /* sequences per launch (their table travels in the parameters) */
 
@@ -242,8 +244,10 @@ __device__ __forceinline__ void segment_sums(const double *lg, chunk_gates &gs, 
 template <int DT>
 __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, chunk_seqs sq, uint8_t *ws) {
     __shared__ __align__(16) uint16_t ks[CH * LDK], qs[CH * LDK];
-    float *lt = (float *)qs; /* after the products: L transposed, lt[j C + i] = L_ij */
-    static_assert(sizeof(float) * CH * CH <= sizeof(uint16_t) * CH * LDK, "lt fits in the q tile");
+    /* after Q K^T: L by parity of row, lp[at(i, j)] = L_ij (first the decay d_ij), so that a lane of the solve reads
+     * its rows 2 k + p of column m as float4 runs */
+    float *lp = (float *)qs;
+    auto at = [](int i, int j) { return (i & 1) * LP_PLANE + j * (CH / 2) + (i >> 1); };
     __shared__ double lg[CH];
     __shared__ float beta[CH];
     __shared__ __align__(16) chunk_gates gs;
@@ -276,9 +280,10 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     }
     uint8_t *out = ws + ((int64_t)c * a.Hv + h) * WS_BYTES;
     /* warp w's strip of rows 16 w .. 16 w + 15, its tiles left of the diagonal and on it */
-    { /* P = d (q k^T), j <= i, straight to its planes */
-        float acc[8][4] = {};
-        gram<DT, 8>(acc, qs, 16 * w, ks, 0, 2 * w + 2, g, t);
+    float acc[8][4] = {}; /* P = d (q k^T), j <= i, straight to its planes */
+    gram<DT, 8>(acc, qs, 16 * w, ks, 0, 2 * w + 2, g, t);
+    __syncthreads(); /* the q tile is read: lp takes its place */
+    {
         uint16_t *phi = (uint16_t *)(out + 2 * PLANE), *plo = (uint16_t *)(out + 3 * PLANE);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
@@ -288,8 +293,11 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
                 const int i = 16 * w + g + 8 * half, j = 8 * nt + 2 * t;
                 uint16_t hi[2], lo[2];
 #pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    split(j + e <= i ? __fmul_rn(decay(gs, i, j + e), acc[nt][2 * half + e]) : 0.0f, hi[e], lo[e]);
+                for (int e = 0; e < 2; ++e) {
+                    const float d = j + e <= i ? decay(gs, i, j + e) : 0.0f;
+                    if (j + e < i) lp[at(i, j + e)] = d; /* for L, below: this thread's own element */
+                    split(j + e <= i ? __fmul_rn(d, acc[nt][2 * half + e]) : 0.0f, hi[e], lo[e]);
+                }
                 *(uint32_t *)&phi[i * CH + j] = pack(hi[0], hi[1]);
                 *(uint32_t *)&plo[i * CH + j] = pack(lo[0], lo[1]);
             }
@@ -297,20 +305,20 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     }
     float kk[8][4] = {}; /* L = beta_i d_ij (k_i . k_j), j < i */
     gram<DT, 8>(kk, ks, 16 * w, ks, 0, 2 * w + 2, g, t);
-    __syncthreads(); /* the q tile is read: lt takes its place */
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
         if (nt >= 2 * w + 2) continue;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = 16 * w + g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
-            lt[j * CH + i] = j < i ? __fmul_rn(__fmul_rn(beta[i], decay(gs, i, j)), kk[nt][e]) : 0.0f;
+            if (j < i) lp[at(i, j)] = __fmul_rn(__fmul_rn(beta[i], lp[at(i, j)]), kk[nt][e]);
         }
     }
     __syncthreads();
     { /* column j of T = (I + L)^-1 by right-looking forward substitution, its rows split by parity between lanes
        * l and l + 16 of warp j / 16; then A = T diag(beta). x[m] = 0 for m < j: the warp skips those steps. */
         const int lane = tid & 31, j = 16 * w + (lane & 15), p = lane >> 4;
+        const float *lrow = lp + p * LP_PLANE; /* lrow[m C/2 + k] = L[2 k + p][m] */
         float x[CH / 2]; /* rows 2 k + p */
 #pragma unroll
         for (int k = 0; k < CH / 2; ++k) x[k] = 2 * k + p == j ? 1.0f : 0.0f;
@@ -319,9 +327,12 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             if (m < 16 * w) continue;
             const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], (lane & 15) | ((m & 1) << 4));
 #pragma unroll
-            for (int k = m / 2; k < CH / 2; ++k) {
-                const float2 l2 = *(const float2 *)&lt[m * CH + 2 * k]; /* L[2k][m], L[2k+1][m] */
-                if (2 * k + p > m) x[k] = __fmaf_rn(-(p ? l2.y : l2.x), xm, x[k]);
+            for (int k4 = (m / 2) & ~3; k4 < CH / 2; k4 += 4) {
+                const float4 l4 = *(const float4 *)&lrow[m * (CH / 2) + k4];
+                const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+                    if (2 * (k4 + u) + p > m) x[k4 + u] = __fmaf_rn(-lv[u], xm, x[k4 + u]);
             }
         }
         uint16_t *hi = (uint16_t *)out, *lo = (uint16_t *)(out + PLANE);
@@ -374,13 +385,28 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-/* Writes a C fragment's 2 x 2 values at rows r, r + 8, columns c, c + 1 into a [column][LDC] pair of planes. */
-__device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int r, int c, const float (&v)[4]) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const int row = r + (e >> 1) * 8, col = c + (e & 1);
-        split(v[e], hi[col * LDC + row], lo[col * LDC + row]);
-    }
+/* A pair x0, x1 as packed bf16 hi + lo (x0 in the low halves): split() of each, two at a time. */
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(x1), "f"(x0));
+    const float h0 = __uint_as_float(hi << 16), h1 = __uint_as_float(hi & 0xffff0000u);
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(__fsub_rn(x1, h1)), "f"(__fsub_rn(x0, h0)));
+}
+
+/* Stores four 8 x 8 b16 matrices held as C / A fragments (r[i]: lane 4 g + t's elements (g, 2t), (g, 2t + 1) of
+ * matrix i), each transposed: lane l names the row (a fragment column) of matrix l / 8 it writes. */
+__device__ __forceinline__ void stsm4t(const uint16_t *row, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(row)), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
+/* A C fragment v of rows m0 .. m0 + 15, columns c0 .. c0 + 7 into a [column][LDC] pair of planes, transposed. */
+__device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int c0, const float (&v)[4], int lane) {
+    uint32_t r[4]; /* hi rows m0 .., m0 + 8 ..; lo the same */
+    split2(v[0], v[1], r[0], r[2]);
+    split2(v[2], v[3], r[1], r[3]);
+    const int m = lane >> 3;
+    stsm4t((m < 2 ? hi : lo) + (c0 + (lane & 7)) * LDC + m0 + 8 * (m & 1), r);
 }
 
 /* The scan's [C, 32] products give warp w (of 16) the tile of rows 16 (w / 4) .., columns 8 (w % 4) ..: the four
@@ -446,14 +472,16 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             const int64_t i = key0 + (e >> 1) * 8, j = NS * s + c0 + 8 * nt + 2 * t + (e & 1);
             S[nt][e] = a.state_in ? a.state_in[state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j)] : 0.0f;
         }
-    auto put_state = [&]() {
+    auto put_state = [&]() { /* the state's tiles into its [column][LDK] planes, transposed */
+        uint32_t hi[4], lo[4]; /* matrix 2 nt + q: keys key0 - g + 8 q .., columns c0 + 8 nt .. */
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = key0 + (e >> 1) * 8, j = c0 + 8 * nt + 2 * t + (e & 1);
-                split(S[nt][e], sm.shi[j * LDK + i], sm.slo[j * LDK + i]);
-            }
+        for (int nt = 0; nt < 2; ++nt) {
+            split2(S[nt][0], S[nt][1], hi[2 * nt], lo[2 * nt]);
+            split2(S[nt][2], S[nt][3], hi[2 * nt + 1], lo[2 * nt + 1]);
+        }
+        const int m = lane >> 3, off = (c0 + 8 * (m >> 1) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
+        stsm4t(sm.shi + off, hi);
+        stsm4t(sm.slo + off, lo);
     };
     put_state();
     const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
@@ -477,7 +505,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
                 const int r = r0 + (e >> 1) * 8, col = n0 + 2 * t + (e & 1);
                 x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[e]));
             }
-            put_cols(sm.xhi, sm.xlo, r0, n0 + 2 * t, x);
+            put_cols(sm.xhi, sm.xlo, 16 * mt, n0, x, lane);
         }
         __syncthreads(); /* X */
         { /* U = A X; and diag(e) U */
@@ -485,8 +513,8 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, lane);
 #pragma unroll
             for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[e]);
-            put_cols(sm.uhi, sm.ulo, r0, n0 + 2 * t, u);
-            put_cols(sm.ehi, sm.elo, r0, n0 + 2 * t, eu);
+            put_cols(sm.uhi, sm.ulo, 16 * mt, n0, u, lane);
+            put_cols(sm.ehi, sm.elo, 16 * mt, n0, eu, lane);
         }
         __syncthreads(); /* U */
         { /* y = scale (diag(G) Q S0 + P U) */
