@@ -127,14 +127,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--T", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048, 4096, 8192])
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--no-varlen", action="store_true", help="the B = 1 points only")
+    ap.add_argument("--B", type=int, default=1, help="sequences of T tokens at each point (a varlen batch when > 1)")
+    ap.add_argument("--no-varlen", action="store_true", help="the points over T only")
     ap.add_argument("--lib", default=None)
     ap.add_argument("--out", default=None)
     opt = ap.parse_args()
     lib = gdn.load(opt.lib)
     peak = mm_rate(opt.reps)
     print("bf16 matmul 8192^3: %.0f TFLOP/s (the tensor-core rate of this run)" % peak)
-    points = [("B=1 T=%d" % T, [T]) for T in opt.T]
+    points = [("B=%d T=%d" % (opt.B, T), [T] * opt.B) for T in opt.T]
     if not opt.no_varlen:
         points += [("varlen 16 x 2048", [2048] * 16),
                    ("varlen mixed", [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5])]

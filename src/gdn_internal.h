@@ -78,8 +78,8 @@ gdn_status gdn__check_aligned(const gdn__aligned *list, size_t n);
 int gdn__call_threads(gdn_backend backend, const gdn_cpu_runner *runner, int threads);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 /* args->kernel = "fastest": a kernel of the chunked contract where one is eligible and the window has at least
- * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. 160: the crossover on the H200 at B = 1
- * (bench/results/chunked_h200.json: 128 tokens, exact 32.0 us, chunked 36.3; 256 tokens, 58.6 and 45.6). */
+ * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. 160: above the crossover on the H200 at B = 1, which is 96-128
+ * tokens (bench/results/chunked_crossover_h200.json: 96 tokens exact 25.7 us, chunked 29.1; 128: 32.1 and 29.1). */
 #define GDN_CHUNKED_MIN_T 160
 const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
 /* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
