@@ -1,6 +1,6 @@
 /* What bench/ggml_layer.c and bench/ggml_delta.c share: the clock, allocation that exits on failure, their seeded
- * inputs (one LCG; uniform and normal floats) and a timed block of calls. Include after defining BENCH_NAME (the program's name, for
- * its messages). */
+ * inputs (one LCG; uniform and normal floats), a checked graph computation and the timing of the three sides.
+ * Include after defining BENCH_NAME (the program's name, for its messages). */
 #ifndef GDN_BENCH_GGML_COMMON_H
 #define GDN_BENCH_GGML_COMMON_H
 
@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "ggml-cpu.h"
 
 static double now(void) {
     struct timespec ts;
@@ -51,9 +53,23 @@ static int cmp_double(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-/* One block of `calls` calls of run(ctx, side, set), the sets in turn from *cursor: the median in microseconds. */
-static double bench_block(void (*run)(void *ctx, int side, int set), void *ctx, int side, int calls, int sets,
-                          int *cursor) {
+/* One computation of a ggml graph; exits with a message when it fails. */
+static void compute_or_exit(struct ggml_cgraph *gf, struct ggml_cplan *plan) {
+    if (ggml_graph_compute(gf, plan) != GGML_STATUS_SUCCESS) {
+        fprintf(stderr, BENCH_NAME ": ggml_graph_compute failed\n");
+        exit(1);
+    }
+}
+
+/* The sides of a comparison: ggml, ggml without its state write-back, libgdn (ggml's threads paused). */
+enum { BENCH_GGML, BENCH_GGML_NOWB, BENCH_LIBGDN, BENCH_SIDES };
+static const char *const bench_side_name[BENCH_SIDES] = {"ggml", "ggml_nowb", "libgdn"};
+
+/* One block of `calls` calls of run(ctx, side, set), the sets in turn from *cursor, ggml's threadpool tp paused
+ * for libgdn's side: the median in microseconds. */
+static double bench_block(void (*run)(void *ctx, int side, int set), void *ctx, struct ggml_threadpool *tp, int side,
+                          int calls, int sets, int *cursor) {
+    if (side == BENCH_LIBGDN) ggml_threadpool_pause(tp);
     double *t = xmalloc((size_t)calls * sizeof *t);
     for (int i = 0; i < calls; ++i) {
         const int s = (*cursor)++ % sets;
@@ -65,6 +81,26 @@ static double bench_block(void (*run)(void *ctx, int side, int set), void *ctx, 
     const double m = t[calls / 2];
     free(t);
     return m;
+}
+
+/* The comparison's timing: a warm-up call of each side on the last set, then BENCH_ROUNDS rounds of one block of
+ * `calls` calls per side in turn; med[side][round] the block medians, best[side] the least of them (microseconds). */
+enum { BENCH_ROUNDS = 3 };
+static void bench_sides(void (*run)(void *ctx, int side, int set), void *ctx, struct ggml_threadpool *tp, int calls,
+                        int sets, double med[BENCH_SIDES][BENCH_ROUNDS], double best[BENCH_SIDES]) {
+    int cursor[BENCH_SIDES] = {0, 0, 0};
+    for (int side = 0; side < BENCH_SIDES; ++side) {
+        int c = sets - 1;
+        (void)bench_block(run, ctx, tp, side, 1, sets, &c);
+    }
+    for (int r = 0; r < BENCH_ROUNDS; ++r)
+        for (int side = 0; side < BENCH_SIDES; ++side)
+            med[side][r] = bench_block(run, ctx, tp, side, calls, sets, &cursor[side]);
+    for (int side = 0; side < BENCH_SIDES; ++side) {
+        best[side] = med[side][0];
+        for (int r = 1; r < BENCH_ROUNDS; ++r)
+            if (med[side][r] < best[side]) best[side] = med[side][r];
+    }
 }
 
 #endif

@@ -42,7 +42,7 @@
 #define BENCH_NAME "ggml_delta"
 #include "ggml_common.h"
 
-enum { HK = 16, HV = 32, D = 128, R = HV / HK, ROUNDS = 3, SIDES = 3 };
+enum { HK = 16, HV = 32, D = 128, R = HV / HK };
 #define TOL 1e-4
 
 /* rows of D unit vectors (q and k as an engine's l2_norm leaves them) */
@@ -183,10 +183,7 @@ static gdn_delta_args delta_args(const shape *sh, int s) {
 }
 
 static void ggml_call(shape *sh, int s, int write_back) {
-    if (ggml_graph_compute(write_back ? sh->gf[s] : sh->gf_nowb[s], &sh->plan) != GGML_STATUS_SUCCESS) {
-        fprintf(stderr, "ggml_delta: ggml_graph_compute failed\n");
-        exit(1);
-    }
+    compute_or_exit(write_back ? sh->gf[s] : sh->gf_nowb[s], &sh->plan);
 }
 
 static void gdn_call(shape *sh, int s) {
@@ -220,17 +217,11 @@ static agreement check(shape *sh) {
     return a;
 }
 
+/* one call of a side (ggml_common.h's BENCH_*) on state set `set` */
 static void run_side(void *ctx, int side, int set) {
     shape *sh = ctx;
-    if (side == 2) gdn_call(sh, set);
-    else ggml_call(sh, set, side == 0);
-}
-
-/* side 0: ggml, 1: ggml without write-back, 2: libgdn (ggml's threads paused). One block of `calls` calls; median
- * microseconds. */
-static double block(shape *sh, int side, int calls, int *cursor) {
-    if (side == 2) ggml_threadpool_pause(sh->tp);
-    return bench_block(run_side, sh, side, calls, sh->sets, cursor);
+    if (side == BENCH_LIBGDN) gdn_call(sh, set);
+    else ggml_call(sh, set, side == BENCH_GGML);
 }
 
 /* The machine's copy floor: one thread's memcpy of 256 MiB, read + written bytes per second (best of 5). */
@@ -250,8 +241,6 @@ static double copy_floor_gbs(void) {
     free(a), free(b);
     return 2.0 * (double)n / best * 1e-9;
 }
-
-static const char *side_name[SIDES] = {"ggml", "ggml_nowb", "libgdn"};
 
 int main(int argc, char **argv) {
     int json = 0, quick = 0, threads = 0;
@@ -323,19 +312,8 @@ int main(int argc, char **argv) {
             return 1;
         }
 
-        double med[SIDES][ROUNDS], best[SIDES];
-        int cursor[SIDES] = {0, 0, 0};
-        for (int side = 0; side < SIDES; ++side) { /* warm-up: one call each, on the last set */
-            int c = sh.sets - 1;
-            (void)block(&sh, side, 1, &c);
-        }
-        for (int r = 0; r < ROUNDS; ++r)
-            for (int side = 0; side < SIDES; ++side) med[side][r] = block(&sh, side, p->calls, &cursor[side]);
-        for (int side = 0; side < SIDES; ++side) {
-            best[side] = med[side][0];
-            for (int r = 1; r < ROUNDS; ++r)
-                if (med[side][r] < best[side]) best[side] = med[side][r];
-        }
+        double med[BENCH_SIDES][BENCH_ROUNDS], best[BENCH_SIDES];
+        bench_sides(run_side, &sh, sh.tp, p->calls, sh.sets, med, best);
         const double flops = 7.0 * D * D * (double)p->T * HV * p->B;
         const double bytes = 2.0 * st_bytes + 4.0 * (double)(2 * sh.nq + 2 * sh.nv + 2 * sh.ng);
         const int decode = p->T == 1;
@@ -345,13 +323,13 @@ int main(int argc, char **argv) {
                    "\"y_rel_l2\": %.3e, \"y_max_abs\": %.3e, \"state_rel_l2\": %.3e, \"flops\": %.0f, "
                    "\"bytes\": %.0f", commit, kernel, threads, HK, HV, D, p->B, p->T, sets, p->cold, p->calls, ag.y,
                    ag.y_max, ag.state, flops, bytes);
-            for (int side = 0; side < SIDES; ++side)
+            for (int side = 0; side < BENCH_SIDES; ++side)
                 printf(", \"%s_ms\": %.6f, \"%s_block_medians_ms\": [%.6f, %.6f, %.6f], \"%s_gflops\": %.3f, "
-                       "\"%s_gbs\": %.3f", side_name[side], best[side] * 1e-3, side_name[side], med[side][0] * 1e-3,
-                       med[side][1] * 1e-3, med[side][2] * 1e-3, side_name[side], flops / best[side] * 1e-3,
-                       side_name[side], bytes / best[side] * 1e-3);
-            printf(", \"ratio_ggml_libgdn\": %.4f, \"ratio_ggml_nowb_libgdn\": %.4f}\n", best[0] / best[2],
-                   best[1] / best[2]);
+                       "\"%s_gbs\": %.3f", bench_side_name[side], best[side] * 1e-3, bench_side_name[side],
+                       med[side][0] * 1e-3, med[side][1] * 1e-3, med[side][2] * 1e-3, bench_side_name[side],
+                       flops / best[side] * 1e-3, bench_side_name[side], bytes / best[side] * 1e-3);
+            printf(", \"ratio_ggml_libgdn\": %.4f, \"ratio_ggml_nowb_libgdn\": %.4f}\n",
+                   best[BENCH_GGML] / best[BENCH_LIBGDN], best[BENCH_GGML_NOWB] / best[BENCH_LIBGDN]);
         } else {
             printf("%4d %5d %4d %4s %-22s check: y rel L2 %.2e (max |dy| %.2e), state %.2e\n", p->B, p->T, sets,
                    p->cold ? "yes" : "no", kernel, ag.y, ag.y_max, ag.state);

@@ -43,7 +43,7 @@
 #define BENCH_NAME "ggml_layer"
 #include "ggml_common.h"
 
-enum { HK = 16, HV = 32, D = 128, R = HV / HK, C = 2 * HK * D + HV * D, ROUNDS = 3 };
+enum { HK = 16, HV = 32, D = 128, R = HV / HK, C = 2 * HK * D + HV * D };
 
 /* libgdn's value head h as ggml's head: h = hk R + r  ->  r Hk + hk */
 static int perm(int h) { return (h % R) * HK + h / R; }
@@ -224,10 +224,7 @@ static gdn_layer_args layer_args(shape *sh, int s, int32_t *cu, int32_t *slot) {
 }
 
 static void ggml_call(shape *sh, int s, int write_back) {
-    if (ggml_graph_compute(write_back ? sh->gf[s] : sh->gf_nowb[s], &sh->plan) != GGML_STATUS_SUCCESS) {
-        fprintf(stderr, "ggml_layer: ggml_graph_compute failed\n");
-        exit(1);
-    }
+    compute_or_exit(write_back ? sh->gf[s] : sh->gf_nowb[s], &sh->plan);
 }
 
 static void gdn_call(shape *sh, int s) {
@@ -275,20 +272,12 @@ static agreement check(shape *sh) {
     return a;
 }
 
+/* one call of a side (ggml_common.h's BENCH_*) on state set `set` */
 static void run_side(void *ctx, int side, int set) {
     shape *sh = ctx;
-    if (side == 2) gdn_call(sh, set);
-    else ggml_call(sh, set, side == 0);
+    if (side == BENCH_LIBGDN) gdn_call(sh, set);
+    else ggml_call(sh, set, side == BENCH_GGML);
 }
-
-/* side 0: ggml, 1: ggml without write-back, 2: libgdn (ggml's threads paused). One block of `calls` calls; median
- * microseconds. */
-static double block(shape *sh, int side, int calls, int *cursor) {
-    if (side == 2) ggml_threadpool_pause(sh->tp);
-    return bench_block(run_side, sh, side, calls, sh->sets, cursor);
-}
-
-static const char *side_name[3] = {"ggml", "ggml_nowb", "libgdn"};
 
 int main(int argc, char **argv) {
     int json = 0, quick = 0, sets_cold = 64, only_threads = 0;
@@ -354,27 +343,16 @@ int main(int argc, char **argv) {
                 shape_free(&sh);
                 continue;
             }
-            double med[3][ROUNDS], best[3];
-            int cursor[3] = {0, 0, 0};
-            for (int side = 0; side < 3; ++side) { /* warm-up: one call each, on the last set */
-                int c = sh.sets - 1;
-                (void)block(&sh, side, 1, &c);
-            }
-            for (int r = 0; r < ROUNDS; ++r)
-                for (int side = 0; side < 3; ++side) med[side][r] = block(&sh, side, p->calls, &cursor[side]);
-            for (int side = 0; side < 3; ++side) {
-                best[side] = med[side][0];
-                for (int r = 1; r < ROUNDS; ++r)
-                    if (med[side][r] < best[side]) best[side] = med[side][r];
-            }
+            double med[BENCH_SIDES][BENCH_ROUNDS], best[BENCH_SIDES];
+            bench_sides(run_side, &sh, sh.tp, p->calls, sh.sets, med, best);
             const int cold = p->sets > 1;
             if (json) {
-                for (int side = 0; side < 3; ++side)
+                for (int side = 0; side < BENCH_SIDES; ++side)
                     printf("{\"op\": \"layer_ggml\", \"side\": \"%s\", \"kernel\": \"%s\", \"ggml\": \"%s\", "
                            "\"threads\": %d, \"Hk\": %d, \"Hv\": %d, \"D\": %d, \"B\": 1, \"n\": %d, \"sets\": %d, "
                            "\"cold\": %d, \"calls\": %d, \"us\": %.3f, \"block_medians_us\": [%.3f, %.3f, %.3f]}\n",
-                           side_name[side], side == 2 ? kernel : "graph", commit, nth, HK, HV, D, p->T, p->sets, cold,
-                           p->calls, best[side], med[side][0], med[side][1], med[side][2]);
+                           bench_side_name[side], side == BENCH_LIBGDN ? kernel : "graph", commit, nth, HK, HV, D,
+                           p->T, p->sets, cold, p->calls, best[side], med[side][0], med[side][1], med[side][2]);
             } else {
                 printf("%-7d %5d %5d %4s %-10s %12.1f %12.1f %12.1f   %.2fx (no write-back %.2fx)\n", nth, p->T,
                        p->sets, cold ? "yes" : "no", kernel, best[0], best[1], best[2], best[0] / best[2],
