@@ -89,9 +89,10 @@ static void build_report(void) {
     const int pdl = gdn__env_bool("GDN_CUDA_PDL", 1), d_ok = !getenv("GDN_CUDA_PDL") || gdn__env_bool("GDN_CUDA_PDL", -1) != -1;
     describe(line[3], sizeof line[3], "GDN_CUDA_PDL",
              pdl ? "CUDA kernels launch with programmatic dependent launch" : "CUDA kernels launch plainly", d_ok);
-    const int64_t spin = gdn__env_int("GDN_SPIN_US", 0, 1000000, -1);
+    const int64_t spin = gdn__env_int("GDN_SPIN_US", 0, GDN_SPIN_US_MAX, -1);
     char waits[96];
-    snprintf(waits, sizeof waits, "idle CPU workers poll %lld us before they sleep", (long long)(spin < 0 ? 100 : spin));
+    snprintf(waits, sizeof waits, "idle CPU workers poll %lld us before they sleep",
+             (long long)(spin < 0 ? GDN_SPIN_US_DEFAULT : spin));
     describe(line[4], sizeof line[4], "GDN_SPIN_US", waits, !getenv("GDN_SPIN_US") || spin != -1);
     snprintf(report, sizeof report, "%s%s%s%s%s", line[0], line[1], line[2], line[3], line[4]);
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #define GDN_THREADS_MAX 256 /* the largest CPU pool */
+#define GDN_SPIN_US_DEFAULT 100     /* GDN_SPIN_US: how long an idle CPU worker polls before it sleeps, */
+#define GDN_SPIN_US_MAX 1000000     /* in microseconds (0 .. GDN_SPIN_US_MAX) */
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,9 +3,9 @@
  * items alone, so concurrent callers never wait on each other and never share scratch.
  *
  * Waiting: a worker that has finished a job, and a caller waiting for its workers, first poll for up to GDN_SPIN_US
- * microseconds (default 100) before they sleep on a condition variable. The stages of one call, and the calls of
- * a decode loop, then hand work over without a futex wake (tens to hundreds of microseconds on a virtual machine
- * whose idle vCPU has halted). The items and their split are the same either way: waiting changes no bits.
+ * microseconds (default 100, core/env.h) before they sleep on a condition variable. The stages of one call, and the
+ * calls of a decode loop, then hand work over without a futex wake (tens to hundreds of microseconds on a virtual
+ * machine whose idle vCPU has halted). The items and their split are the same either way: waiting changes no bits.
  *
  * fork(): a child has only the forking thread, so the pool's workers do not exist there. pthread_atfork
  * handlers keep fork from splitting a job (the prepare handler waits for the job under way and holds the pool's
@@ -135,7 +135,7 @@ static void fork_child(void) {
 
 static void pool_init(void) {
     the_pool.size = default_threads();
-    the_pool.spin_ns = gdn__env_int("GDN_SPIN_US", 0, 1000000, 100) * 1000;
+    the_pool.spin_ns = gdn__env_int("GDN_SPIN_US", 0, GDN_SPIN_US_MAX, GDN_SPIN_US_DEFAULT) * 1000;
     init_sync();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
