@@ -111,6 +111,15 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* mma() when p (the same in every lane), without a branch: a predicated instruction. */
+__device__ __forceinline__ void mma_if(bool p, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "@p mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"((int)p));
+}
+
 __device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *(const uint32_t *)p; }
 
 /* Fragments (lane = 4 g + t). A: rows m0 + g, m0 + g + 8, columns k0 + 2t (+1), k0 + 2t + 8 (+1) of a row-major
@@ -199,13 +208,20 @@ __device__ __forceinline__ int seq_of(const chunk_seqs &sq, int c) {
     return lo;
 }
 
-/* The input rows tc .. tc + n - 1 of one head of q or k ([T, H, Dk]) into a [C][LDK] tile, zeros past n. */
+/* The input rows tc .. tc + n - 1 of one head of q or k ([T, H, Dk]) into a [C][LDK] tile, zeros past n: thread
+ * tid copies piece tid % 16 of rows tid / 16 + (THREADS / 16) i. */
+template <int THREADS>
 __device__ __forceinline__ void load_rows(uint16_t *tile, const void *x, int64_t H, int64_t head, int64_t tc, int n,
-                                          int tid, int threads) {
-    for (int i = tid; i < CH * (DK / 8); i += threads) {
-        const int r = i / (DK / 8), piece = i % (DK / 8);
-        const uint16_t *src = (const uint16_t *)x + ((tc + (r < n ? r : n - 1)) * H + head) * DK + piece * 8;
-        cp16(tile + r * LDK + piece * 8, src, r < n ? 16 : 0);
+                                          int tid) {
+    constexpr int PIECES = DK / 8;
+    static_assert(THREADS % PIECES == 0 && CH % (THREADS / PIECES) == 0, "whole rows a pass");
+    const int piece = tid % PIECES;
+    const uint16_t *src = (const uint16_t *)x + (tc * H + head) * DK + piece * 8;
+    const int stride = (int)(H * DK); /* elements from one token's row to the next (H <= 65535: 63 strides fit) */
+#pragma unroll
+    for (int i = 0; i < CH / (THREADS / PIECES); ++i) {
+        const int r = tid / PIECES + i * (THREADS / PIECES);
+        cp16(tile + r * LDK + piece * 8, src + (r < n ? r : n - 1) * stride, r < n ? 16 : 0);
     }
 }
 
@@ -255,8 +271,9 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     const int b = seq_of(sq, c);
     const int64_t tc = sq.t0[b] + (int64_t)(c - sq.chunk0[b]) * CH;
     const int n = min(CH, (int)(sq.t0[b] + sq.len[b] - tc));
-    load_rows(ks, a.k, a.Hk, h / a.group, tc, n, tid, PREP_THREADS);
-    load_rows(qs, a.q, a.Hk, h / a.group, tc, n, tid, PREP_THREADS);
+    const int64_t hk = h / a.group;
+    load_rows<PREP_THREADS>(ks, a.k, a.Hk, hk, tc, n, tid);
+    load_rows<PREP_THREADS>(qs, a.q, a.Hk, hk, tc, n, tid);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     if (tid < CH) {
         double l = 0.0;
@@ -364,24 +381,33 @@ struct scan_smem {
     uint16_t ehi[NS * LDC], elo[NS * LDC]; /* diag(e) U */
 };
 
-/* Issues the loads of one chunk's inputs (tokens tc .., n live) into a stage. */
+/* Issues the loads of one chunk's inputs (tokens tc .., n live) into a stage; hk = h / group. Thread tid copies
+ * fixed pieces: its rows of q and k (load_rows), piece tid % 4 of v's row tid / 4, piece tid % 8 of row tid / 8
+ * of each workspace plane, and piece tid of the gates. */
 __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a, const uint8_t *wsc, int64_t h,
-                                           int64_t s, int64_t tc, int n, int tid) {
-    const int64_t hk = h / a.group;
-    load_rows(st.q, a.q, a.Hk, hk, tc, n, tid, SCAN_THREADS);
-    load_rows(st.k, a.k, a.Hk, hk, tc, n, tid, SCAN_THREADS);
-    for (int i = tid; i < CH * (NS / 8); i += SCAN_THREADS) {
-        const int r = i / (NS / 8), piece = i % (NS / 8);
+                                           int64_t hk, int64_t s, int64_t tc, int n, int tid) {
+    static_assert(SCAN_THREADS == CH * (CH / 8) && SCAN_THREADS >= CH * (NS / 8) &&
+                      SCAN_THREADS >= (int)(sizeof(chunk_gates) / 16),
+                  "one piece of each plane a thread");
+    static_assert(offsetof(scan_stage, alo) == offsetof(scan_stage, ahi) + sizeof(scan_stage::ahi) &&
+                      offsetof(scan_stage, phi) == offsetof(scan_stage, alo) + sizeof(scan_stage::ahi) &&
+                      offsetof(scan_stage, plo) == offsetof(scan_stage, phi) + sizeof(scan_stage::ahi),
+                  "the four planes in a row");
+    load_rows<SCAN_THREADS>(st.q, a.q, a.Hk, hk, tc, n, tid);
+    load_rows<SCAN_THREADS>(st.k, a.k, a.Hk, hk, tc, n, tid);
+    if (tid < CH * (NS / 8)) {
+        const int r = tid / (NS / 8), piece = tid % (NS / 8);
         const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
         cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
     }
-    for (int i = tid; i < 4 * CH * (CH / 8); i += SCAN_THREADS) {
-        const int plane = i / (CH * (CH / 8)), r = (i / (CH / 8)) % CH, piece = i % (CH / 8);
-        uint16_t *dst = plane == 0 ? st.ahi : plane == 1 ? st.alo : plane == 2 ? st.phi : st.plo;
-        cp16(dst + r * LDC + piece * 8, wsc + plane * PLANE + r * (CH * 2) + piece * 16, 16);
+    {
+        const int r = tid / (CH / 8), piece = tid % (CH / 8);
+        const uint8_t *src = wsc + r * (CH * 2) + piece * 16;
+        uint16_t *dst = st.ahi + r * LDC + piece * 8;
+#pragma unroll
+        for (int plane = 0; plane < 4; ++plane) cp16(dst + plane * (CH * LDC), src + plane * PLANE, 16);
     }
-    for (int i = tid; i < (int)(sizeof(chunk_gates) / 16); i += SCAN_THREADS)
-        cp16((uint8_t *)&st.gt + 16 * i, wsc + 4 * PLANE + 16 * i, 16);
+    if (tid < (int)(sizeof(chunk_gates) / 16)) cp16((uint8_t *)&st.gt + 16 * tid, wsc + 4 * PLANE + 16 * tid, 16);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
@@ -437,19 +463,17 @@ __device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], co
     }
 }
 
-/* acc += (Ahi + Alo)[rows 16 mt ..][0 .. 16 (mt + 1)) (Bhi + Blo)[.., columns n0 ..]: a lower-triangular [C, C] pair
- * of planes [row][LDC] times a [C, 32] pair stored [n][LDC]. */
-__device__ __forceinline__ void lower(float (&acc)[4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
-                                      const uint16_t *blo, int mt, int n0, int lane) {
-    for (int kb = 0; kb <= mt; ++kb) {
-        uint32_t b[4], ah[4], al[4]; /* b: B's hi (0, 1) and lo (2, 3) */
-        ldsm_b2(b, bhi, blo, n0, LDC, 16 * kb, lane);
-        ldsm_a(ah, ahi, LDC, 16 * mt, 16 * kb, lane);
-        ldsm_a(al, alo, LDC, 16 * mt, 16 * kb, lane);
-        mma(acc, ah, b[0], b[1]);
-        mma(acc, ah, b[2], b[3]);
-        mma(acc, al, b[0], b[1]);
-    }
+/* acc += (Ahi + Alo)[rows 16 mt ..][16 kb .. + 15] (Bhi + Blo)[.., columns n0 ..]: one k block of a [C, C] pair of
+ * planes [row][LDC] times a [C, 32] pair stored [n][LDC] (hi hi, hi lo, lo hi). */
+__device__ __forceinline__ void lower_step(float (&acc)[4], const uint16_t *ahi, const uint16_t *alo,
+                                           const uint16_t *bhi, const uint16_t *blo, int mt, int kb, int n0, int lane) {
+    uint32_t b[4], ah[4], al[4]; /* b: B's hi (0, 1) and lo (2, 3) */
+    ldsm_b2(b, bhi, blo, n0, LDC, 16 * kb, lane);
+    ldsm_a(ah, ahi, LDC, 16 * mt, 16 * kb, lane);
+    ldsm_a(al, alo, LDC, 16 * mt, 16 * kb, lane);
+    mma(acc, ah, b[0], b[1]);
+    mma(acc, ah, b[2], b[3]);
+    mma(acc, al, b[0], b[1]);
 }
 
 template <int DT>
@@ -462,7 +486,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     const int key0 = 16 * (w & 7) + g, c0 = 16 * (w >> 3);     /* the state's: key rows key0 (+ 8), columns c0 .. */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
-    const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv;
+    const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = h / a.group;
     /* S in f32: tile nt's element e is key row key0 + 8 (e / 2), column c0 + 8 nt + 2 t + e % 2 of the block's 32 */
     float S[2][4];
 #pragma unroll
@@ -485,7 +509,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     };
     put_state();
     const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
-    load_stage(sm.st[0], a, wsb + (int64_t)h * WS_BYTES, h, s, t0, (int)min((int64_t)CH, len), tid);
+    load_stage(sm.st[0], a, wsb + (int64_t)h * WS_BYTES, h, hk, s, t0, (int)min((int64_t)CH, len), tid);
     for (int lc = 0; lc < chunks; ++lc) {
         const scan_stage &st = sm.st[lc & 1];
         const int64_t tc = t0 + (int64_t)lc * CH;
@@ -493,7 +517,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* the stage, and the state's planes, are in */
         if (lc + 1 < chunks)
-            load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, s, tc + CH,
+            load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, hk, s, tc + CH,
                        (int)min((int64_t)CH, t0 + len - tc - CH), tid);
         /* X = V - diag(G) K S0, and Q S0 */
         float ks0[4] = {}, qs0[4] = {};
@@ -509,49 +533,59 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         }
         __syncthreads(); /* X */
         { /* U = A X; and diag(e) U */
-            float u[4] = {}, eu[4];
-            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, lane);
+            float u[4] = {}, eu[4]; /* A is lower triangular: k blocks 0 .. mt */
+#pragma unroll
+            for (int kb = 0; kb < CH / 16; ++kb)
+                if (kb <= mt) lower_step(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, kb, n0, lane);
 #pragma unroll
             for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[e]);
             put_cols(sm.uhi, sm.ulo, 16 * mt, n0, u, lane);
             put_cols(sm.ehi, sm.elo, 16 * mt, n0, eu, lane);
         }
         __syncthreads(); /* U */
-        { /* y = scale (diag(G) Q S0 + P U) */
-            float pu[4] = {};
-            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, lane);
+        /* P U (k blocks 0 .. mt) and K^T diag(e) U (the warp's two state tiles), their chains interleaved */
+        float pu[4] = {}, ku[2][4] = {};
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int r = r0 + 8 * half;
-                if (r >= n) continue;
-                const int64_t tok = tc + r;
-                const int live = !a.mask || a.mask[tok];
-                uint16_t o[2];
+        for (int kb = 0; kb < CH / 16; ++kb) {
+            const bool pk = kb <= mt; /* P's k block kb is live (above the diagonal its planes are not written) */
+            uint32_t bu[4], ph[4], pl[4], raw[4], kh[4], kl[4], be[2][4]; /* U; P hi, lo; K^T; diag(e) U */
+            ldsm_b2(bu, sm.uhi, sm.ulo, n0, LDC, 16 * kb, lane);
+            ldsm_a(ph, st.phi, LDC, 16 * mt, 16 * kb, lane);
+            ldsm_a(pl, st.plo, LDC, 16 * mt, 16 * kb, lane);
+            /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
+            ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
+            in_frag<DT>(kh, kl, raw);
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float v =
-                        __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[2 * half + e]), pu[2 * half + e]));
-                    o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
-                }
-                *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t) = pack(o[0], o[1]);
+            for (int nt = 0; nt < 2; ++nt) ldsm_b2(be[nt], sm.ehi, sm.elo, c0 + 8 * nt, LDC, 16 * kb, lane);
+            /* each accumulator's order as lower_step's: hi hi, hi lo, lo hi */
+            mma_if(pk, pu, ph, bu[0], bu[1]);
+            mma(ku[0], kh, be[0][0], be[0][1]);
+            mma(ku[1], kh, be[1][0], be[1][1]);
+            mma_if(pk, pu, ph, bu[2], bu[3]);
+            mma(ku[0], kh, be[0][2], be[0][3]);
+            mma(ku[1], kh, be[1][2], be[1][3]);
+            mma_if(pk, pu, pl, bu[0], bu[1]);
+            if (DT == GDN_F16) {
+                mma(ku[0], kl, be[0][0], be[0][1]);
+                mma(ku[1], kl, be[1][0], be[1][1]);
             }
         }
-        { /* S = G_{n-1} S0 + K^T diag(e) U: the warp's two state tiles */
-            float ku[2][4] = {};
 #pragma unroll
-            for (int kb = 0; kb < CH / 16; ++kb) {
-                uint32_t raw[4], ah[4], al[4]; /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
-                ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
-                in_frag<DT>(ah, al, raw);
+        for (int half = 0; half < 2; ++half) { /* y = scale (diag(G) Q S0 + P U) */
+            const int r = r0 + 8 * half;
+            if (r >= n) continue;
+            const int64_t tok = tc + r;
+            const int live = !a.mask || a.mask[tok];
+            uint16_t o[2];
 #pragma unroll
-                for (int nt = 0; nt < 2; ++nt) {
-                    uint32_t b[4]; /* diag(e) U's hi (0, 1) and lo (2, 3) */
-                    ldsm_b2(b, sm.ehi, sm.elo, c0 + 8 * nt, LDC, 16 * kb, lane);
-                    mma(ku[nt], ah, b[0], b[1]);
-                    mma(ku[nt], ah, b[2], b[3]);
-                    if (DT == GDN_F16) mma(ku[nt], al, b[0], b[1]);
-                }
+            for (int e = 0; e < 2; ++e) {
+                const float v =
+                    __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[2 * half + e]), pu[2 * half + e]));
+                o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
             }
+            *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t) = pack(o[0], o[1]);
+        }
+        { /* S = G_{n-1} S0 + K^T diag(e) U */
             const float Gn = st.gt.G[n - 1];
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
