@@ -39,7 +39,8 @@ gpu_wheels
 python3 dev/chunked_ab.py "${builds[@]}" new="$NEW" || status=1
 if [[ $NCU_T != 0 ]] && command -v ncu > /dev/null; then
     ncu --clock-control none --kernel-name regex:gdn_chunk --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section SchedulerStats --section WarpStateStats python3 dev/chunked_ab.py --once "$NCU_T" "${builds[@]}" \
+        --section SchedulerStats --section WarpStateStats \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' python3 dev/chunked_ab.py --once "$NCU_T" "${builds[@]}" \
         new="$NEW" > "$OUT/ncu.txt" 2>&1
     grep -E "gdn_chunk|Duration|Issued Ipc|No Eligible|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
 fi

@@ -111,15 +111,6 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* mma() when p (the same in every lane), without a branch: a predicated instruction. */
-__device__ __forceinline__ void mma_if(bool p, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "@p mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"((int)p));
-}
-
 __device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *(const uint32_t *)p; }
 
 /* Fragments (lane = 4 g + t). A: rows m0 + g, m0 + g + 8, columns k0 + 2t (+1), k0 + 2t + 8 (+1) of a row-major
@@ -435,45 +426,61 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
     stsm4t((m < 2 ? hi : lo) + (c0 + (lane & 7)) * LDC + m0 + 8 * (m & 1), r);
 }
 
-/* The scan's [C, 32] products give warp w (of 16) the tile of rows 16 (w / 4) .., columns 8 (w % 4) ..: the four
- * warps that share a scheduler (w % 4) hold the four row blocks, so each scheduler's share of the lower-triangular
- * products is 1 + 2 + 3 + 4 k blocks. The state [Dk, 32]: warp w holds key rows 16 (w % 8) .., columns
- * 16 (w / 8) .. + 15 (two tiles). */
+/* The scan's warps. Row warps w < 8 hold a [16, 16] tile of the [C, 32] products (two 8-column tiles): rows 16 mt ..,
+ * columns 16 ch .., with (mt, ch) = (w, 0) for w < 4 and (7 - w, 1) for w >= 4, so that the two row warps of a
+ * scheduler (w % 4) hold row blocks j and 3 - j and the lower-triangular products give each scheduler 5 k blocks.
+ * State warps w >= 8 hold the state's key rows 16 (w - 8) .. + 15, all 32 columns (four tiles). A fragment of the
+ * input rows or of a plane is loaded once for two (row warps) or four (state warps) tiles. */
 
-/* K S0 and Q S0 for the warp's tile (rows m0 .., columns n0 ..): input rows times the state's planes. */
+/* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
 template <int DT>
-__device__ __forceinline__ void times_state(float (&ks0)[4], float (&qs0)[4], const scan_stage &st,
+__device__ __forceinline__ void times_state(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
                                             const scan_smem &sm, int m0, int n0, int lane) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        uint32_t b[4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
-        ldsm_b2(b, sm.shi, sm.slo, n0, LDK, 16 * kb, lane);
+        uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
         ldsm_a(rk, st.k, LDK, m0, 16 * kb, lane);
         ldsm_a(rq, st.q, LDK, m0, 16 * kb, lane);
         in_frag<DT>(kh, kl, rk);
         in_frag<DT>(qh, ql, rq);
-        mma(ks0, kh, b[0], b[1]);
-        mma(qs0, qh, b[0], b[1]);
-        mma(ks0, kh, b[2], b[3]);
-        mma(qs0, qh, b[2], b[3]);
-        if (DT == GDN_F16) {
-            mma(ks0, kl, b[0], b[1]);
-            mma(qs0, ql, b[0], b[1]);
-        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) /* the state's hi, then lo */
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                mma(ks0[nt], kh, b[nt][2 * half], b[nt][2 * half + 1]);
+                mma(qs0[nt], qh, b[nt][2 * half], b[nt][2 * half + 1]);
+            }
+        if (DT == GDN_F16)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                mma(ks0[nt], kl, b[nt][0], b[nt][1]);
+                mma(qs0[nt], ql, b[nt][0], b[nt][1]);
+            }
     }
 }
 
-/* acc += (Ahi + Alo)[rows 16 mt ..][16 kb .. + 15] (Bhi + Blo)[.., columns n0 ..]: one k block of a [C, C] pair of
- * planes [row][LDC] times a [C, 32] pair stored [n][LDC] (hi hi, hi lo, lo hi). */
-__device__ __forceinline__ void lower_step(float (&acc)[4], const uint16_t *ahi, const uint16_t *alo,
-                                           const uint16_t *bhi, const uint16_t *blo, int mt, int kb, int n0, int lane) {
-    uint32_t b[4], ah[4], al[4]; /* b: B's hi (0, 1) and lo (2, 3) */
-    ldsm_b2(b, bhi, blo, n0, LDC, 16 * kb, lane);
-    ldsm_a(ah, ahi, LDC, 16 * mt, 16 * kb, lane);
-    ldsm_a(al, alo, LDC, 16 * mt, 16 * kb, lane);
-    mma(acc, ah, b[0], b[1]);
-    mma(acc, ah, b[2], b[3]);
-    mma(acc, al, b[0], b[1]);
+/* acc[nt] += (Ahi + Alo)[rows 16 mt ..][0 .. 16 (mt + 1)) (Bhi + Blo)[.., columns n0 + 8 nt ..] for a row warp's two
+ * tiles: a lower-triangular [C, C] pair of planes [row][LDC] times a [C, 32] pair stored [n][LDC]; each k block
+ * hi hi, hi lo, lo hi. */
+__device__ __forceinline__ void lower(float (&acc)[2][4], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
+                                      const uint16_t *blo, int mt, int n0, int lane) {
+#pragma unroll
+    for (int kb = 0; kb < CH / 16; ++kb) {
+        if (kb > mt) break;
+        uint32_t b[2][4], ah[4], al[4]; /* b: B's hi (0, 1) and lo (2, 3) */
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], bhi, blo, n0 + 8 * nt, LDC, 16 * kb, lane);
+        ldsm_a(ah, ahi, LDC, 16 * mt, 16 * kb, lane);
+        ldsm_a(al, alo, LDC, 16 * mt, 16 * kb, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) mma(acc[nt], ah, b[nt][0], b[nt][1]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) mma(acc[nt], ah, b[nt][2], b[nt][3]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) mma(acc[nt], al, b[nt][0], b[nt][1]);
+    }
 }
 
 template <int DT>
@@ -482,32 +489,39 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
     scan_smem &sm = *(scan_smem *)smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = tid & 3;
-    const int mt = w >> 2, r0 = 16 * mt + g, n0 = 8 * (w & 3); /* the [C, 32] tile: rows r0, r0 + 8; columns n0 + 2t */
-    const int key0 = 16 * (w & 7) + g, c0 = 16 * (w >> 3);     /* the state's: key rows key0 (+ 8), columns c0 .. */
+    const bool row_warp = w < 8;
+    /* a row warp's tiles: rows r0, r0 + 8; columns n0 + 8 nt + 2 t (+ 1) */
+    const int mt = w < 4 ? w : 7 - w, r0 = 16 * mt + g, n0 = 16 * ((w >> 2) & 1);
+    const int key0 = 16 * (w & 7) + g; /* a state warp's: key rows key0 (+ 8), columns 8 nt + 2 t (+ 1) */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
     const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = h / a.group;
-    /* S in f32: tile nt's element e is key row key0 + 8 (e / 2), column c0 + 8 nt + 2 t + e % 2 of the block's 32 */
-    float S[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int64_t i = key0 + (e >> 1) * 8, j = NS * s + c0 + 8 * nt + 2 * t + (e & 1);
-            S[nt][e] = a.state_in ? a.state_in[state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j)] : 0.0f;
-        }
-    auto put_state = [&]() { /* the state's tiles into its [column][LDK] planes, transposed */
-        uint32_t hi[4], lo[4]; /* matrix 2 nt + q: keys key0 - g + 8 q .., columns c0 + 8 nt .. */
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            split2(S[nt][0], S[nt][1], hi[2 * nt], lo[2 * nt]);
-            split2(S[nt][2], S[nt][3], hi[2 * nt + 1], lo[2 * nt + 1]);
-        }
-        const int m = lane >> 3, off = (c0 + 8 * (m >> 1) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
-        stsm4t(sm.shi + off, hi);
-        stsm4t(sm.slo + off, lo);
+    auto state_at = [&](int nt, int e) { /* the state entry of a state warp's element e of tile nt */
+        const int64_t i = key0 + (e >> 1) * 8, j = NS * s + 8 * nt + 2 * t + (e & 1);
+        return state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j);
     };
-    put_state();
+    float S[4][4]; /* a state warp's state in f32 */
+    if (!row_warp)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) S[nt][e] = a.state_in ? a.state_in[state_at(nt, e)] : 0.0f;
+    auto put_state = [&]() { /* a state warp's tiles into the state's [column][LDK] planes, transposed */
+        const int m = lane >> 3;
+#pragma unroll
+        for (int pair = 0; pair < 2; ++pair) { /* matrix 2 (nt - 2 pair) + q: keys key0 - g + 8 q .., columns 8 nt .. */
+            uint32_t hi[4], lo[4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                split2(S[2 * pair + i][0], S[2 * pair + i][1], hi[2 * i], lo[2 * i]);
+                split2(S[2 * pair + i][2], S[2 * pair + i][3], hi[2 * i + 1], lo[2 * i + 1]);
+            }
+            const int off = (8 * (2 * pair + (m >> 1)) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
+            stsm4t(sm.shi + off, hi);
+            stsm4t(sm.slo + off, lo);
+        }
+    };
+    if (!row_warp) put_state();
     const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
     load_stage(sm.st[0], a, wsb + (int64_t)h * WS_BYTES, h, hk, s, t0, (int)min((int64_t)CH, len), tid);
     for (int lc = 0; lc < chunks; ++lc) {
@@ -519,89 +533,86 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         if (lc + 1 < chunks)
             load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, hk, s, tc + CH,
                        (int)min((int64_t)CH, t0 + len - tc - CH), tid);
-        /* X = V - diag(G) K S0, and Q S0 */
-        float ks0[4] = {}, qs0[4] = {};
-        times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
-        {
-            float x[4];
+        float qs0[2][4] = {}; /* a row warp's Q S0, for y */
+        if (row_warp) { /* X = V - diag(G) K S0, and Q S0 */
+            float ks0[2][4] = {};
+            times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = r0 + (e >> 1) * 8, col = n0 + 2 * t + (e & 1);
-                x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[e]));
+            for (int nt = 0; nt < 2; ++nt) {
+                float x[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = r0 + (e >> 1) * 8, col = n0 + 8 * nt + 2 * t + (e & 1);
+                    x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[nt][e]));
+                }
+                put_cols(sm.xhi, sm.xlo, 16 * mt, n0 + 8 * nt, x, lane);
             }
-            put_cols(sm.xhi, sm.xlo, 16 * mt, n0, x, lane);
         }
         __syncthreads(); /* X */
-        { /* U = A X; and diag(e) U */
-            float u[4] = {}, eu[4]; /* A is lower triangular: k blocks 0 .. mt */
+        if (row_warp) { /* U = A X; and diag(e) U */
+            float u[2][4] = {};
+            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, lane);
 #pragma unroll
-            for (int kb = 0; kb < CH / 16; ++kb)
-                if (kb <= mt) lower_step(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, kb, n0, lane);
+            for (int nt = 0; nt < 2; ++nt) {
+                float eu[4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[e]);
-            put_cols(sm.uhi, sm.ulo, 16 * mt, n0, u, lane);
-            put_cols(sm.ehi, sm.elo, 16 * mt, n0, eu, lane);
+                for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[nt][e]);
+                put_cols(sm.uhi, sm.ulo, 16 * mt, n0 + 8 * nt, u[nt], lane);
+                put_cols(sm.ehi, sm.elo, 16 * mt, n0 + 8 * nt, eu, lane);
+            }
         }
         __syncthreads(); /* U */
-        /* P U (k blocks 0 .. mt) and K^T diag(e) U (the warp's two state tiles), their chains interleaved */
-        float pu[4] = {}, ku[2][4] = {};
+        if (row_warp) { /* y = scale (diag(G) Q S0 + P U) */
+            float pu[2][4] = {};
+            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, lane);
 #pragma unroll
-        for (int kb = 0; kb < CH / 16; ++kb) {
-            const bool pk = kb <= mt; /* P's k block kb is live (above the diagonal its planes are not written) */
-            uint32_t bu[4], ph[4], pl[4], raw[4], kh[4], kl[4], be[2][4]; /* U; P hi, lo; K^T; diag(e) U */
-            ldsm_b2(bu, sm.uhi, sm.ulo, n0, LDC, 16 * kb, lane);
-            ldsm_a(ph, st.phi, LDC, 16 * mt, 16 * kb, lane);
-            ldsm_a(pl, st.plo, LDC, 16 * mt, 16 * kb, lane);
-            /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
-            ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
-            in_frag<DT>(kh, kl, raw);
+            for (int half = 0; half < 2; ++half) {
+                const int r = r0 + 8 * half;
+                if (r >= n) continue;
+                const int64_t tok = tc + r;
+                const int live = !a.mask || a.mask[tok];
+                uint16_t *yrow = (uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t;
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) ldsm_b2(be[nt], sm.ehi, sm.elo, c0 + 8 * nt, LDC, 16 * kb, lane);
-            /* each accumulator's order as lower_step's: hi hi, hi lo, lo hi */
-            mma_if(pk, pu, ph, bu[0], bu[1]);
-            mma(ku[0], kh, be[0][0], be[0][1]);
-            mma(ku[1], kh, be[1][0], be[1][1]);
-            mma_if(pk, pu, ph, bu[2], bu[3]);
-            mma(ku[0], kh, be[0][2], be[0][3]);
-            mma(ku[1], kh, be[1][2], be[1][3]);
-            mma_if(pk, pu, pl, bu[0], bu[1]);
-            if (DT == GDN_F16) {
-                mma(ku[0], kl, be[0][0], be[0][1]);
-                mma(ku[1], kl, be[1][0], be[1][1]);
+                for (int nt = 0; nt < 2; ++nt) {
+                    uint16_t o[2];
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float v = __fmul_rn(
+                            a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[nt][2 * half + e]), pu[nt][2 * half + e]));
+                        o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
+                    }
+                    *(uint32_t *)(yrow + 8 * nt) = pack(o[0], o[1]);
+                }
             }
-        }
+        } else { /* S = G_{n-1} S0 + K^T diag(e) U */
+            float ku[4][4] = {};
 #pragma unroll
-        for (int half = 0; half < 2; ++half) { /* y = scale (diag(G) Q S0 + P U) */
-            const int r = r0 + 8 * half;
-            if (r >= n) continue;
-            const int64_t tok = tc + r;
-            const int live = !a.mask || a.mask[tok];
-            uint16_t o[2];
+            for (int kb = 0; kb < CH / 16; ++kb) {
+                uint32_t raw[4], kh[4], kl[4]; /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
+                ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
+                in_frag<DT>(kh, kl, raw);
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float v =
-                    __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[2 * half + e]), pu[2 * half + e]));
-                o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
+                for (int nt = 0; nt < 4; ++nt) {
+                    uint32_t be[4]; /* diag(e) U's hi (0, 1) and lo (2, 3) */
+                    ldsm_b2(be, sm.ehi, sm.elo, 8 * nt, LDC, 16 * kb, lane);
+                    mma(ku[nt], kh, be[0], be[1]);
+                    mma(ku[nt], kh, be[2], be[3]);
+                    if (DT == GDN_F16) mma(ku[nt], kl, be[0], be[1]);
+                }
             }
-            *(uint32_t *)((uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t) = pack(o[0], o[1]);
-        }
-        { /* S = G_{n-1} S0 + K^T diag(e) U */
             const float Gn = st.gt.G[n - 1];
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
+            for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
             put_state(); /* the planes' readers (X, Q S0) are behind the barrier above */
         }
     }
-    if (a.state_out)
+    if (a.state_out && !row_warp)
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
+        for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int64_t i = key0 + (e >> 1) * 8, j = NS * s + c0 + 8 * nt + 2 * t + (e & 1);
-                a.state_out[state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j)] = S[nt][e];
-            }
+            for (int e = 0; e < 4; ++e) a.state_out[state_at(nt, e)] = S[nt][e];
 }
 
 int scan_smem_ok = 0, scan_smem_ok_f16 = 0;
