@@ -34,6 +34,14 @@
  *     (median against best, also seen by the isolated step), and about 1.25x (best kernel 5.8-6.1 against best step
  *     4.5-4.6 cycles per row) is the kernel around the step: per-chunk work, the item's 256 KB state coming back from
  *     L2 per block pair, the v and y streams, the chunk prefetcher, the first pair's rows from memory.
+ *   - argv[2] = 100 runs the kernel's block-pair schedule over a 256 KB item state (no v/y, no chunk prefetcher):
+ *     best 5.1-6.9 cycles per row in three runs whose hot-rows case was 5.3-5.5 (a noisier window than above), the
+ *     same chunk's rows for every chunk 4.9-6.2: the state's trips to L2 and the rows from L3 cost 0-25% here,
+ *     not resolved on this machine.
+ *   - Kernel toggles (one-line, bitwise-neutral, `gdn bench --quick --json --reps 60`, T = 2048 ms_min, three
+ *     alternating rounds): as is 124.7 / 128.6 / 128.1 ms; y through the chunk buffer (direct_y off) 128.6 / 135.5
+ *     / 135.3; no v prefetch 133.8 / 133.6 / 154.0; q, k copied into contiguous chunk rows (direct_qk off, no 4K
+ *     aliasing of the rows) 130.2 / 120.7 / 145.1. None is a 5% gain; the streamed y and the v prefetch earn theirs.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -205,8 +213,8 @@ static double run_case(const probe_case *pc, int64_t ntok, double *med) {
 /* The kernel's schedule for one item (bench shape, one thread: 2 key heads, 4 value heads x 8 blocks = 32 blocks,
  * 256 KB of state in L2): chunks of 64 tokens, each block pair through the chunk's 64 tokens in turn; q, k rows of
  * T = 2048 tokens at the bench's 8 KB stride (the pair's key head's rows). No v/y streams, no chunk prefetcher.
- * Best and median of `trials` whole items, in cycles per row at the best peak of the trials beside them. */
-static void run_schedule(int trials, int pfd) {
+ * same_rows: every chunk reads the first chunk's rows (hot in L2). Best and median of `trials` whole items, in cycles per row at the best peak of the trials beside them. */
+static void run_schedule(int trials, int pfd, int same_rows) {
     float *S = aligned_alloc(4096, 32 * DK * 16 * 4);
     init_state(S, 32);
     double rate[64], peak[64];
@@ -219,14 +227,16 @@ static void run_schedule(int trials, int pfd) {
             for (int pr = 0; pr < 16; ++pr) {
                 const int64_t kh = pr / 8; /* blocks 0-15: value heads 0, 1 (key head 0); 16-31: key head 1 */
                 float *S0 = S + (2 * pr) * DK * 16, *S1 = S0 + DK * 16;
-                run_tokens(S0, S1, q_buf + c0 * 2048 + kh * DK, k_buf + c0 * 2048 + kh * DK, 2048, 64, 64, 2, pfd, kv);
+                const int64_t r0 = same_rows ? 0 : c0 * 2048;
+                run_tokens(S0, S1, q_buf + r0 + kh * DK, k_buf + r0 + kh * DK, 2048, 64, 64, 2, pfd, kv);
             }
         rate[r] = 2048.0 * 32 * DK * 112 / (now() - t0);
     }
     qsort(rate, trials, sizeof rate[0], cmp_double);
     qsort(peak, trials, sizeof peak[0], cmp_double);
     printf("%-44s best %.2f median %.2f cycles per row (best %.1f%%), peak best %.1f GFLOP/s\n",
-           pfd ? "schedule of one item, T=2048, prefetch 1" : "schedule of one item, T=2048 (32 blocks, L2)",
+           same_rows ? "schedule, every chunk the same (L2) rows" : pfd ? "schedule of one item, T=2048, prefetch 1"
+                                                                           : "schedule of one item, T=2048 (32 blocks, L2)",
            112.0 / 32.0 * peak[trials - 1] / rate[trials - 1], 112.0 / 32.0 * peak[trials - 1] / rate[trials / 2],
            100.0 * rate[trials - 1] / peak[trials - 1], peak[trials - 1] / 1e9);
     free(S);
@@ -282,8 +292,9 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     if (argc <= 2 || atoi(argv[2]) >= 100) {
-        run_schedule(31, 0);
-        run_schedule(31, 1);
+        run_schedule(31, 0, 0);
+        run_schedule(31, 1, 0);
+        run_schedule(31, 0, 1);
     }
     return 0;
 }
