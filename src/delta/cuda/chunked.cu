@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
-            put_state(); /* the planes' readers (X, Q S0) are behind the barrier above */
+            put_state(); /* the planes' readers (K S0, Q S0) are behind the barriers above */
         }
     }
     if (a.state_out && !row_warp)
