@@ -6,6 +6,9 @@ medians). For a change meant to keep the bits (a new schedule of the same produc
     python3 dev/chunked_ab.py old=path/libgdn.so new=path/libgdn.so [--reps N]   (writes $OUT/chunked_ab.json)
     ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 old=... new=...   (two calls a build)
 
+GDN_CHUNKED_KERNEL names the kernel every build runs (default cuda_chunked; cuda_chunked:wgmma, cuda_chunked:mma;
+the f16 cases are left out under "wgmma", a bf16 scan).
+
 Cases: bf16 and f16, both state layouts, the log-decay and the raw gate, lengths off the chunk size, varlen batches.
 """
 import argparse
@@ -35,7 +38,8 @@ def call(lib, s, dtype, layout, raw):
                  q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), y=y.data_ptr(), gate_kind=gdn.GATE_LOG_DECAY,
                  gate=s["g"].data_ptr(), beta_kind=gdn.BETA_DIRECT, beta=s["beta"].data_ptr(), state_layout=layout,
                  state_in=h0.data_ptr(), state_out=st.data_ptr(), scale=C.D ** -0.5, backend=gdn.BACKEND_CUDA,
-                 cu_seqlens=cu.data_ptr() if B > 1 else None, kernel=b"cuda_chunked")
+                 cu_seqlens=cu.data_ptr() if B > 1 else None,
+                 kernel=os.environ.get("GDN_CHUNKED_KERNEL", "cuda_chunked").encode())
     if raw:  # the real model's gate on the same values: -exp(A_log) softplus(g + dt_bias)
         a.gate_kind, a.A_log, a.dt_bias = gdn.GATE_RAW, head[0].data_ptr(), head[1].data_ptr()
 
@@ -67,6 +71,8 @@ def main():
              ([1000, 17, 64, 300], gdn.BF16, gdn.STATE_KV, False), ([513, 5, 128], gdn.F16, gdn.STATE_KV, True)]
     same, out = True, dict(cases=[], points=[])
     for i, (lengths, dt, layout, raw) in enumerate(cases):
+        if dt == gdn.F16 and os.environ.get("GDN_CHUNKED_KERNEL", "").endswith(":wgmma"):
+            continue
         s = C.inputs(lengths, seed=100 + i)
         res = {}
         for n, lib in libs.items():

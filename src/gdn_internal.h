@@ -137,8 +137,9 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream);
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch); /* 0: judge only */
 
 /* cuda_chunked over every sequence of a validated call, dense or batch form, in one launch pair per 128 sequences
- * (src/delta/cuda/chunked.cu); the caller has judged it eligible for each. */
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p);
+ * (src/delta/cuda/chunked.cu), with its variant v (NULL: the default scan); the caller has judged it eligible for
+ * each. */
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -17,7 +17,10 @@ gdn_status gdn__layer_cuda_widen(float *o, const uint16_t *oh, int64_t n, void *
     (void)o, (void)oh, (void)n, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p) { return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER; }
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v) {
+    (void)v;
+    return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER;
+}
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {
     (void)p, (void)slot, (void)launch;
     return GDN_ERR_NO_DEVICE;

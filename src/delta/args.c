@@ -273,7 +273,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
     else if (chunked) {
-        if ((s = gdn__cuda_chunked_sequences(&p)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+        if ((s = gdn__cuda_chunked_sequences(&p, variant)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
     } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
     return s == GDN_OK ? gdn__ok() : s;
 }

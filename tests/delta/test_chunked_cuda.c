@@ -6,6 +6,7 @@
  *   - bitwise run to run; bitwise the same for a sequence alone and inside varlen batches of other sequences
  *     (skipped and permuted slots, in place); bitwise the same for a window in one call and split at multiples
  *     of 64 tokens with the state carried;
+ *   - the warpgroup scan (bf16, sm_90a) bitwise equal to the mma.sync scan, where the device has it;
  *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 160 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */
 #include <math.h>
@@ -297,6 +298,73 @@ TEST(chunked_batch_and_split_invariant) {
     /* the model's heads, prompts of thousands of tokens */
     static const int32_t long_lengths[] = {2048, 700, 3000}, long_slots[] = {2, 0, 1};
     check_batch(long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
+}
+
+/* The two scans of a case (bf16): "mma" then "wgmma", y and the state poisoned before each; with lengths / slots
+ * (nb windows over a pool of n_slots) the batch form. 1: the same bits; 0: they differ; -1: no warpgroup scan here
+ * (refused, nothing written). */
+static int scans_agree(const case_cfg *g, const int32_t *lengths, const int32_t *slots, int nb, int n_slots) {
+    int32_t cu[9] = {0};
+    for (int b = 0; b < nb; ++b) cu[b + 1] = cu[b] + lengths[b];
+    gdn_case c, dc;
+    CHECK(case_init(&c, g));
+    const size_t per = (size_t)(g->Hv * g->Dk * g->Dv), ns = nb ? n_slots * per : c.n_state, ny = c.n_v * c.dsize;
+    void *y[2] = {malloc(ny), malloc(ny)};
+    float *st[2] = {malloc(ns * 4), malloc(ns * 4)}, *init = malloc(ns * 4);
+    dev_out o;
+    int ok = y[0] && y[1] && st[0] && st[1] && init && case_to_device(&dc, &c) && dev_out_init(&o, ny, ns);
+    harness_rng r = {g->seed};
+    for (size_t i = 0; init && i < ns; ++i) init[i] = 0.2f * rng_normal(&r);
+    float *d_init = ok && g->state_in ? to_device(init, ns * 4, &ok) : NULL;
+    CHECK(ok, "allocations");
+    int agree = ok;
+    for (int i = 0; ok && i < 2; ++i) {
+        gdn_delta_args a = case_args(&dc);
+        a.backend = GDN_BACKEND_CUDA, a.kernel = i ? "cuda_chunked:wgmma" : "cuda_chunked:mma", a.state_in = d_init;
+        if (nb) a.B = nb, a.T = 0, a.cu_seqlens = cu, a.state_slot = slots, a.slots = n_slots;
+        const gdn_status s = run_dev(a, &o, y[i], st[i]);
+        if (i == 1 && s == GDN_ERR_INELIGIBLE) {
+            CHECK(poisoned_count(y[1], c.n_v, c.dsize) == c.n_v, "a refused wgmma call wrote y");
+            agree = -1;
+            break;
+        }
+        CHECK(s == GDN_OK, "%s %s: %s", a.kernel, case_describe(g), gdn_last_error());
+        agree &= s == GDN_OK;
+    }
+    if (agree == 1) agree = memcmp(y[0], y[1], ny) == 0 && memcmp(st[0], st[1], ns * 4) == 0;
+    if (ok) dev_out_free(&o), case_device_free(&dc);
+    cudaFree(d_init);
+    free(y[0]), free(y[1]), free(st[0]), free(st[1]), free(init);
+    case_free(&c);
+    return agree;
+}
+
+TEST(chunked_wgmma_equals_mma) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(1); /* chunked_without_device_writes_nothing covers this machine */
+        return;
+    }
+    static const int64_t Ts[] = {1, 63, 64, 65, 200, 777, 2048};
+    int n = 0;
+    for (int i = 0; i < 7; ++i)
+        for (int v = 0; v < 4; ++v) {
+            case_cfg g = chunk_cfg(1 + (v == 3) + 2 * (i == 4), Ts[i], v == 1 ? 2 : v == 2 ? 16 : 1,
+                                   v == 1 ? 4 : v == 2 ? 32 : 2, v == 2 ? 128 : v == 1 ? 64 : 32, GDN_BF16,
+                                   (i + v) % 2 ? GDN_GATE_RAW : GDN_GATE_LOG_DECAY, (uint64_t)(700 + 10 * i + v));
+            g.beta_kind = (gdn_beta_kind)((i + v / 2) % 2);
+            g.layout = (gdn_state_layout)(v % 2);
+            g.state_in = (i + v) % 3 != 0;
+            g.mask = v == 3 || i == 5;
+            const int agree = scans_agree(&g, NULL, NULL, 0, 0);
+            if (agree < 0) return; /* no warpgroup scan on this device: refused, as checked */
+            CHECK(agree == 1, "%s: the wgmma scan differs from the mma scan", case_describe(&g));
+            ++n;
+        }
+    static const int32_t lengths[] = {100, 64, 1, 300, 17, 129}, slots[] = {4, 0, 6, -1, 2, 5};
+    case_cfg g = chunk_cfg(1, 611, 2, 4, 64, GDN_BF16, GDN_GATE_RAW, 790);
+    g.state_in = 1;
+    CHECK(scans_agree(&g, lengths, slots, 6, 7) == 1, "the batch form: the wgmma scan differs from the mma scan");
+    if (harness_verbose) fprintf(stderr, "    %d cases and a batch: the same bits\n", n);
 }
 
 TEST(chunked_only_when_asked) {
