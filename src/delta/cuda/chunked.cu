@@ -672,10 +672,22 @@ __device__ __forceinline__ void wgmma(float (&d)[16], uint64_t da, uint64_t db) 
                    "+f"(d[15])
                  : "l"(da), "l"(db), "n"(TA));
 }
-__device__ __forceinline__ void wg_begin() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_end() {
+/* The accumulator's registers pinned at this point: its zeros are set before the fence, its sums read after the
+ * wait. Else ptxas injects warpgroup.arrive (C7519) and, in the role branches, serializes every wgmma (C7520):
+ * the test wgmma_not_serialized reads its report. */
+__device__ __forceinline__ void wg_hold(float (&d)[16]) {
+    asm volatile("" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 :: "memory");
+}
+__device__ __forceinline__ void wg_begin(float (&d)[16]) {
+    wg_hold(d);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_end(float (&d)[16]) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wg_hold(d);
 }
 /* shared-memory writes of this thread (stores, stmatrix, cp.async) visible to the next wgmma reads */
 __device__ __forceinline__ void to_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -684,24 +696,24 @@ __device__ __forceinline__ void to_async_proxy() { asm volatile("fence.proxy.asy
  * (Ahi + Alo) (Bhi + Blo) over 64 k: each k block hi hi, hi lo, lo hi (as lower()). */
 __device__ __forceinline__ void wg_pair(float (&acc)[16], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
                                         const uint16_t *blo) {
-    wg_begin();
+    wg_begin(acc);
 #pragma unroll
     for (int kb = 0; kb < CH / 16; ++kb) {
         wgmma<0>(acc, wg_kmajor_p(ahi, CH / 8, kb), wg_kmajor(bhi, CH / 8, kb));
         wgmma<0>(acc, wg_kmajor_p(ahi, CH / 8, kb), wg_kmajor(blo, CH / 8, kb));
         wgmma<0>(acc, wg_kmajor_p(alo, CH / 8, kb), wg_kmajor(bhi, CH / 8, kb));
     }
-    wg_end();
+    wg_end(acc);
 }
 /* acc += X S0 for an input tile x ([token][key]): each k block the state's hi, then lo (as times_state()) */
 __device__ __forceinline__ void wg_times_state(float (&acc)[16], const uint16_t *x, const wg_smem &sm) {
-    wg_begin();
+    wg_begin(acc);
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
         wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.shi, DK / 8, kb));
         wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.slo, DK / 8, kb));
     }
-    wg_end();
+    wg_end(acc);
 }
 
 /* A C fragment v (rows m0 .. m0 + 15, columns c0 .. c0 + 7) into a pair of [column][m] core tiles (cb core
@@ -858,14 +870,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
             }
         } else if (wg >= 2) { /* S = G_{n-1} S0 + K^T diag(e) U */
             float ku[16] = {};
-            wg_begin();
+            wg_begin(ku);
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
                 const uint64_t kt = wg_desc(st.k + core_p(16 * kb, 64 * (wg - 2), DK / 8), 2 * PAD * (DK / 8), 2 * PAD);
                 wgmma<1>(ku, kt, wg_kmajor(sm.ehi, CH / 8, kb));
                 wgmma<1>(ku, kt, wg_kmajor(sm.elo, CH / 8, kb));
             }
-            wg_end();
+            wg_end(ku);
             const float Gn = st.gt.G[n - 1];
 #pragma unroll
             for (int i = 0; i < 16; ++i) S[i] = __fadd_rn(__fmul_rn(Gn, S[i]), ku[i]);
