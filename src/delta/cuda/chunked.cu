@@ -483,6 +483,32 @@ __device__ __forceinline__ void lower(float (&acc)[2][4], const uint16_t *ahi, c
     }
 }
 
+/* y = scale (diag(G) Q S0 + P U) of a thread's C fragments of NT tiles (qs, pu: [NT][4]; rows r0, r0 + 8 of the
+ * chunk at token tc with n live, columns col0 + 8 nt + 2 t (+ 1) of head h), rounded to the dtype; masked tokens 0. */
+template <int DT, int NT>
+__device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int64_t tc, int n, int64_t h, int64_t col0,
+                                      int r0, int t, const float *qs, const float *pu) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = r0 + 8 * half;
+        if (r >= n) continue;
+        const int64_t tok = tc + r;
+        const int live = !a.mask || a.mask[tok];
+        uint16_t *yrow = (uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + col0 + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            uint16_t o[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int i = 4 * nt + 2 * half + e;
+                const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(G[r], qs[i]), pu[i]));
+                o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
+            }
+            *(uint32_t *)(yrow + 8 * nt) = pack(o[0], o[1]);
+        }
+    }
+}
+
 template <int DT>
 __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -565,25 +591,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         if (row_warp) { /* y = scale (diag(G) Q S0 + P U) */
             float pu[2][4] = {};
             lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, lane);
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int r = r0 + 8 * half;
-                if (r >= n) continue;
-                const int64_t tok = tc + r;
-                const int live = !a.mask || a.mask[tok];
-                uint16_t *yrow = (uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + n0 + 2 * t;
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt) {
-                    uint16_t o[2];
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float v = __fmul_rn(
-                            a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[nt][2 * half + e]), pu[nt][2 * half + e]));
-                        o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
-                    }
-                    *(uint32_t *)(yrow + 8 * nt) = pack(o[0], o[1]);
-                }
-            }
+            put_y<DT, 2>(a, st.gt.G, tc, n, h, NS * s + n0, r0, t, &qs0[0][0], &pu[0][0]);
         } else { /* S = G_{n-1} S0 + K^T diag(e) U */
             float ku[4][4] = {};
 #pragma unroll
@@ -849,25 +857,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
         if (wg == 1) { /* y = scale (diag(G) Q S0 + P U) */
             float pu[16] = {};
             wg_pair(pu, st.phi, st.plo, sm.uhi, sm.ulo);
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int r = r0 + 8 * half;
-                if (r >= n) continue;
-                const int64_t tok = tc + r;
-                const int live = !a.mask || a.mask[tok];
-                uint16_t *yrow = (uint16_t *)a.y + (tok * a.Hv + h) * a.Dv + NS * s + 2 * t;
-#pragma unroll
-                for (int nt = 0; nt < NS / 8; ++nt) {
-                    uint16_t o[2];
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int i = 4 * nt + 2 * half + e;
-                        const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(st.gt.G[r], qs0[i]), pu[i]));
-                        o[e] = bf16_rn(live ? v : 0.0f);
-                    }
-                    *(uint32_t *)(yrow + 8 * nt) = pack(o[0], o[1]);
-                }
-            }
+            put_y<GDN_BF16, NS / 8>(a, st.gt.G, tc, n, h, NS * s, r0, t, qs0, pu);
         } else if (wg >= 2) { /* S = G_{n-1} S0 + K^T diag(e) U */
             float ku[16] = {};
             wg_begin(ku);
