@@ -658,17 +658,19 @@ __device__ __forceinline__ int core(int r, int c, int cb) { return ((r >> 3) * c
  * of global memory, 8 lanes of a copy) land in 8 different bank groups. */
 __device__ __forceinline__ int core_p(int r, int c, int cb) { return ((r >> 3) * cb + (c >> 3)) * PAD + (r & 7) * 8 + (c & 7); }
 
-/* The descriptor of an unswizzled operand at p (byte strides lbo, sbo). */
+/* The descriptor of an unswizzled operand at p (byte strides lbo, sbo). Shared addresses lie below 2^18, so the
+ * start field (address / 16, 14 bits) of p + e elements (e a multiple of 8) is that of p plus e / 8: the k steps
+ * below add to one descriptor a tile. */
 __device__ __forceinline__ uint64_t wg_desc(const uint16_t *p, uint32_t lbo, uint32_t sbo) {
     return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 /* a K-major operand: rows of tile (cb core matrices along k) from row 0, k step kb */
 __device__ __forceinline__ uint64_t wg_kmajor(const uint16_t *tile, int cb, int kb) {
-    return wg_desc(tile + core(0, 16 * kb, cb), 128, 128 * cb);
+    return wg_desc(tile, 128, 128 * cb) + (uint64_t)(core(0, 16 * kb, cb) >> 3);
 }
 /* the same of a padded stage tile */
 __device__ __forceinline__ uint64_t wg_kmajor_p(const uint16_t *tile, int cb, int kb) {
-    return wg_desc(tile + core_p(0, 16 * kb, cb), 2 * PAD, 2 * PAD * cb);
+    return wg_desc(tile, 2 * PAD, 2 * PAD * cb) + (uint64_t)(core_p(0, 16 * kb, cb) >> 3);
 }
 /* d += A B, one k step; A transposed when TA */
 template <int TA>
@@ -863,7 +865,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
             wg_begin(ku);
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
-                const uint64_t kt = wg_desc(st.k + core_p(16 * kb, 64 * (wg - 2), DK / 8), 2 * PAD * (DK / 8), 2 * PAD);
+                const uint64_t kt = wg_desc(st.k + core_p(0, 64 * (wg - 2), DK / 8), 2 * PAD * (DK / 8), 2 * PAD) +
+                                    (uint64_t)(core_p(16 * kb, 0, DK / 8) >> 3);
                 wgmma<1>(ku, kt, wg_kmajor(sm.ehi, CH / 8, kb));
                 wgmma<1>(ku, kt, wg_kmajor(sm.elo, CH / 8, kb));
             }
