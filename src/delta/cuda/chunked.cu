@@ -627,14 +627,15 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
  * wgmma m64n32k16 reads both operands from shared memory once per warpgroup; its f32 sums over a k step equal a
  * chain of mma.sync m16n8k16 over the same k steps bit for bit (dev/wgmma_probe.cu), so this scan returns the mma
  * scan's bits. Operand tiles are unswizzled core matrices (8 rows of 8 bf16, 128 contiguous bytes), row-major by
- * block; descriptors: K-major LBO = 128 bytes (the next core matrix along k), SBO = the next along m / n; K^T from
- * the [token][key] tile with A transposed: LBO = the next along k (8 tokens), SBO = 128 (8 keys). Warpgroups:
+ * block, those of the stage 144 bytes apart, the planes the scan writes 128; descriptors: K-major LBO = the next
+ * core matrix along k, SBO = the next along m / n; K^T from the [token][key] tile with A transposed: LBO = the next
+ * along k (8 tokens), SBO = the next along m (8 keys). Warpgroups:
  *   WG0  K S0 -> X = V - diag(G) K S0 (planes), then U = A X -> U and diag(e) U (planes)
  *   WG1  Q S0 (registers), then y = scale (diag(G) Q S0 + P U)
- *   WG2, WG3  the state's keys 0 .. 63 and 64 .. 127 in f32 registers: S = G_{n-1} S0 + K^T diag(e) U, its planes. */
+ *   WG2, WG3  the state's keys 0 .. 63 and 64 .. 127 in f32 registers: S = G_{n-1} S0 + K^T diag(e) U, its planes;
+ *             and the copies of the next chunk's stage. */
 constexpr int WG_THREADS = 512;
 constexpr int PAD = 72; /* elements from one core matrix of a stage tile to the next: 128 bytes and 16 of padding */
-
 
 struct wg_stage {
     uint16_t q[PAD * (CH / 8) * (DK / 8)], k[PAD * (CH / 8) * (DK / 8)]; /* [token][key], padded, 16 along keys */
