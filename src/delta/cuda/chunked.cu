@@ -9,13 +9,14 @@
  *     U     = A (V - diag(G) K S0)                                   [C, Dv]  (the chunk's delta values)
  *     y_i   = scale (G_i q_i S0 + sum_{j<=i} d_ij (q_i . k_j) u_j)
  *     S     = G_{n-1} S0 + K^T diag(e) U
- * which is the recurrence of gdn.h token by token (decay, delta, write), regrouped. Two kernels:
+ * which is the recurrence of gdn.h token by token (decay, delta, write), regrouped. Two kernels a launch:
  *   gdn_chunk_prep  one block per (chunk, head), all chunks at once: the segment sums, K K^T and Q K^T, the
  *                   unit-lower solve of A (binary32, one column per lane pair); A and P = d (q k^T) as bf16 hi + lo
  *                   planes, and the gate vectors, into a workspace.
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
  *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
+ *                   gdn_chunk_scan_wg is the same scan by warpgroup MMA (bf16, sm_90a), with the same bits.
  * bf16 inputs enter the products exactly; f16 ones as bf16 hi + lo. Dk = 128, Dv a multiple of 32. */
 #include <math.h>
 
