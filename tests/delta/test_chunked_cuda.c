@@ -6,7 +6,8 @@
  *   - bitwise run to run; bitwise the same for a sequence alone and inside varlen batches of other sequences
  *     (skipped and permuted slots, in place); bitwise the same for a window in one call and split at multiples
  *     of 64 tokens with the state carried;
- *   - the warpgroup scan (bf16, sm_90a) bitwise equal to the mma.sync scan, where the device has it;
+ *   - the state's hi plane alone ("mma_shi") within the same tolerances, bitwise run to run;
+ *   - the warpgroup scans (bf16, sm_90a) bitwise equal to their mma.sync twins, where the device has them;
  *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 160 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */
 #include <math.h>
@@ -117,7 +118,7 @@ static void hostile_gates(gdn_case *c, int kind) {
 }
 
 /* One case against the oracle; also bitwise run to run. Returns the y error (or -1). */
-static double check_oracle(const case_cfg *g, int hostile, double *worst_y, double *worst_s) {
+static double check_oracle(const case_cfg *g, const char *kernel, int hostile, double *worst_y, double *worst_s) {
     gdn_case c, dc;
     CHECK(case_init(&c, g));
     if (hostile) hostile_gates(&c, hostile);
@@ -135,19 +136,20 @@ static double check_oracle(const case_cfg *g, int hostile, double *worst_y, doub
         h.y = y, h.state_out = s; /* the oracle writes neither */
         CHECK(gdn__oracle_delta(&h, y64, s64) == GDN_OK, "oracle: %s", gdn_last_error());
         gdn_delta_args a = case_args(&dc);
-        a.backend = GDN_BACKEND_CUDA, a.kernel = "cuda_chunked", a.state_in = d_state;
+        a.backend = GDN_BACKEND_CUDA, a.kernel = kernel, a.state_in = d_state;
         gdn_status st = run_dev(a, &o, y, s);
-        CHECK(st == GDN_OK, "%s: %s", case_describe(g), gdn_last_error());
+        CHECK(st == GDN_OK, "%s %s: %s", kernel, case_describe(g), gdn_last_error());
         ey = rel_err_y(y, g->dtype, y64, c.n_v);
         const double es = rel_err_s(s, s64, c.n_state);
-        CHECK(ey >= 0.0 && ey <= CHUNKED_Y_TOL, "%s hostile %d: y error %.3g", case_describe(g), hostile, ey);
-        CHECK(es >= 0.0 && es <= CHUNKED_S_TOL, "%s hostile %d: state error %.3g", case_describe(g), hostile, es);
+        CHECK(ey >= 0.0 && ey <= CHUNKED_Y_TOL, "%s %s hostile %d: y error %.3g", kernel, case_describe(g), hostile, ey);
+        CHECK(es >= 0.0 && es <= CHUNKED_S_TOL, "%s %s hostile %d: state error %.3g", kernel, case_describe(g), hostile,
+              es);
         *worst_y = fmax(*worst_y, ey), *worst_s = fmax(*worst_s, es);
         if (harness_verbose)
-            fprintf(stderr, "    %s hostile %d: y %.3g, state %.3g\n", case_describe(g), hostile, ey, es);
+            fprintf(stderr, "    %s %s hostile %d: y %.3g, state %.3g\n", kernel, case_describe(g), hostile, ey, es);
         st = run_dev(a, &o, y2, s2);
         CHECK(st == GDN_OK && memcmp(y, y2, ny) == 0 && memcmp(s, s2, c.n_state * 4) == 0,
-              "%s: two runs differ", case_describe(g));
+              "%s %s: two runs differ", kernel, case_describe(g));
     }
     if (ok) dev_out_free(&o), case_device_free(&dc);
     cudaFree(d_state);
@@ -161,30 +163,35 @@ TEST(chunked_within_tolerance_of_float64) {
         CHECK(1); /* chunked_without_device_writes_nothing covers this machine */
         return;
     }
+    /* the unnamed scan, and the state's hi plane alone ("mma_shi"; "wgmma_shi" gives its bits: below) */
+    static const char *kernels[] = {"cuda_chunked", "cuda_chunked:mma_shi"};
     static const int64_t Ts[] = {1, 7, 63, 64, 65, 200, 777};
-    double wy = 0.0, ws = 0.0;
-    int n = 0;
-    for (int i = 0; i < 7; ++i)
-        for (int v = 0; v < 4; ++v) {
-            case_cfg g = chunk_cfg(1 + (v == 3), Ts[i], v == 1 ? 2 : 1, v == 1 ? 4 : 2, v == 2 ? 128 : 32,
-                                   v % 2 ? GDN_F16 : GDN_BF16, (i + v) % 2 ? GDN_GATE_RAW : GDN_GATE_LOG_DECAY,
-                                   (uint64_t)(100 + 10 * i + v));
-            g.beta_kind = (gdn_beta_kind)((i + v / 2) % 2);
-            g.layout = (gdn_state_layout)(v % 2);
-            g.state_in = (i + v) % 3 != 0;
-            g.mask = v == 3 || i == 5;
-            check_oracle(&g, 0, &wy, &ws);
-            ++n;
-        }
-    for (int hostile = 1; hostile <= 2; ++hostile)
-        for (int i = 0; i < 3; ++i) {
-            case_cfg g = chunk_cfg(1, (int64_t[]){64, 300, 1000}[i], 2, 4, 64, i == 1 ? GDN_F16 : GDN_BF16,
-                                   GDN_GATE_LOG_DECAY, (uint64_t)(300 + 10 * hostile + i));
-            g.state_in = i != 0;
-            check_oracle(&g, hostile, &wy, &ws);
-            ++n;
-        }
-    if (harness_verbose) fprintf(stderr, "    %d cases: worst y %.3g, worst state %.3g\n", n, wy, ws);
+    for (int kn = 0; kn < 2; ++kn) {
+        double wy = 0.0, ws = 0.0;
+        int n = 0;
+        for (int i = 0; i < 7; ++i)
+            for (int v = 0; v < 4; ++v) {
+                case_cfg g = chunk_cfg(1 + (v == 3), Ts[i], v == 1 ? 2 : 1, v == 1 ? 4 : 2, v == 2 ? 128 : 32,
+                                       v % 2 ? GDN_F16 : GDN_BF16, (i + v) % 2 ? GDN_GATE_RAW : GDN_GATE_LOG_DECAY,
+                                       (uint64_t)(100 + 10 * i + v));
+                g.beta_kind = (gdn_beta_kind)((i + v / 2) % 2);
+                g.layout = (gdn_state_layout)(v % 2);
+                g.state_in = (i + v) % 3 != 0;
+                g.mask = v == 3 || i == 5;
+                check_oracle(&g, kernels[kn], 0, &wy, &ws);
+                ++n;
+            }
+        for (int hostile = 1; hostile <= 2; ++hostile)
+            for (int i = 0; i < 3; ++i) {
+                case_cfg g = chunk_cfg(1, (int64_t[]){64, 300, 1000}[i], 2, 4, 64, i == 1 ? GDN_F16 : GDN_BF16,
+                                       GDN_GATE_LOG_DECAY, (uint64_t)(300 + 10 * hostile + i));
+                g.state_in = i != 0;
+                check_oracle(&g, kernels[kn], hostile, &wy, &ws);
+                ++n;
+            }
+        if (harness_verbose)
+            fprintf(stderr, "    %s: %d cases: worst y %.3g, worst state %.3g\n", kernels[kn], n, wy, ws);
+    }
 }
 
 /* Sequence b of a case (host), as its own dense B = 1 case from `state` (its own entry). */
@@ -300,10 +307,11 @@ TEST(chunked_batch_and_split_invariant) {
     check_batch(long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
 }
 
-/* The two scans of a case (bf16): "mma" then "wgmma", y and the state poisoned before each; with lengths / slots
- * (nb windows over a pool of n_slots) the batch form. 1: the same bits; 0: they differ; -1: no warpgroup scan here
- * (refused, nothing written). */
-static int scans_agree(const case_cfg *g, const int32_t *lengths, const int32_t *slots, int nb, int n_slots) {
+/* Two scans of a case (bf16): kernels[0] (an mma scan) then kernels[1] (its wgmma twin), y and the state poisoned
+ * before each; with lengths / slots (nb windows over a pool of n_slots) the batch form. 1: the same bits; 0: they
+ * differ; -1: no warpgroup scan here (refused, nothing written). */
+static int scans_agree(const case_cfg *g, const char *const kernels[2], const int32_t *lengths, const int32_t *slots,
+                       int nb, int n_slots) {
     int32_t cu[9] = {0};
     for (int b = 0; b < nb; ++b) cu[b + 1] = cu[b] + lengths[b];
     gdn_case c, dc;
@@ -320,7 +328,7 @@ static int scans_agree(const case_cfg *g, const int32_t *lengths, const int32_t 
     int agree = ok;
     for (int i = 0; ok && i < 2; ++i) {
         gdn_delta_args a = case_args(&dc);
-        a.backend = GDN_BACKEND_CUDA, a.kernel = i ? "cuda_chunked:wgmma" : "cuda_chunked:mma", a.state_in = d_init;
+        a.backend = GDN_BACKEND_CUDA, a.kernel = kernels[i], a.state_in = d_init;
         if (nb) a.B = nb, a.T = 0, a.cu_seqlens = cu, a.state_slot = slots, a.slots = n_slots;
         const gdn_status s = run_dev(a, &o, y[i], st[i]);
         if (i == 1 && s == GDN_ERR_INELIGIBLE) {
@@ -344,27 +352,32 @@ TEST(chunked_wgmma_equals_mma) {
         CHECK(1); /* chunked_without_device_writes_nothing covers this machine */
         return;
     }
+    static const char *const pairs[2][2] = {{"cuda_chunked:mma", "cuda_chunked:wgmma"},
+                                            {"cuda_chunked:mma_shi", "cuda_chunked:wgmma_shi"}};
     static const int64_t Ts[] = {1, 63, 64, 65, 200, 777, 2048};
-    int n = 0;
-    for (int i = 0; i < 7; ++i)
-        for (int v = 0; v < 4; ++v) {
-            case_cfg g = chunk_cfg(1 + (v == 3) + 2 * (i == 4), Ts[i], v == 1 ? 2 : v == 2 ? 16 : 1,
-                                   v == 1 ? 4 : v == 2 ? 32 : 2, v == 2 ? 128 : v == 1 ? 64 : 32, GDN_BF16,
-                                   (i + v) % 2 ? GDN_GATE_RAW : GDN_GATE_LOG_DECAY, (uint64_t)(700 + 10 * i + v));
-            g.beta_kind = (gdn_beta_kind)((i + v / 2) % 2);
-            g.layout = (gdn_state_layout)(v % 2);
-            g.state_in = (i + v) % 3 != 0;
-            g.mask = v == 3 || i == 5;
-            const int agree = scans_agree(&g, NULL, NULL, 0, 0);
-            if (agree < 0) return; /* no warpgroup scan on this device: refused, as checked */
-            CHECK(agree == 1, "%s: the wgmma scan differs from the mma scan", case_describe(&g));
-            ++n;
-        }
     static const int32_t lengths[] = {100, 64, 1, 300, 17, 129}, slots[] = {4, 0, 6, -1, 2, 5};
-    case_cfg g = chunk_cfg(1, 611, 2, 4, 64, GDN_BF16, GDN_GATE_RAW, 790);
-    g.state_in = 1;
-    CHECK(scans_agree(&g, lengths, slots, 6, 7) == 1, "the batch form: the wgmma scan differs from the mma scan");
-    if (harness_verbose) fprintf(stderr, "    %d cases and a batch: the same bits\n", n);
+    for (int pr = 0; pr < 2; ++pr) {
+        int n = 0;
+        for (int i = 0; i < 7; ++i)
+            for (int v = 0; v < 4; ++v) {
+                case_cfg g = chunk_cfg(1 + (v == 3) + 2 * (i == 4), Ts[i], v == 1 ? 2 : v == 2 ? 16 : 1,
+                                       v == 1 ? 4 : v == 2 ? 32 : 2, v == 2 ? 128 : v == 1 ? 64 : 32, GDN_BF16,
+                                       (i + v) % 2 ? GDN_GATE_RAW : GDN_GATE_LOG_DECAY, (uint64_t)(700 + 10 * i + v));
+                g.beta_kind = (gdn_beta_kind)((i + v / 2) % 2);
+                g.layout = (gdn_state_layout)(v % 2);
+                g.state_in = (i + v) % 3 != 0;
+                g.mask = v == 3 || i == 5;
+                const int agree = scans_agree(&g, pairs[pr], NULL, NULL, 0, 0);
+                if (agree < 0) return; /* no warpgroup scan on this device: refused, as checked */
+                CHECK(agree == 1, "%s: %s differs from %s", case_describe(&g), pairs[pr][1], pairs[pr][0]);
+                ++n;
+            }
+        case_cfg g = chunk_cfg(1, 611, 2, 4, 64, GDN_BF16, GDN_GATE_RAW, 790);
+        g.state_in = 1;
+        CHECK(scans_agree(&g, pairs[pr], lengths, slots, 6, 7) == 1, "the batch form: %s differs from %s", pairs[pr][1],
+              pairs[pr][0]);
+        if (harness_verbose) fprintf(stderr, "    %s: %d cases and a batch, the same bits\n", pairs[pr][1], n);
+    }
 }
 
 TEST(chunked_only_when_asked) {

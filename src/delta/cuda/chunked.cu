@@ -15,8 +15,9 @@
  *                   planes, and the gate vectors, into a workspace.
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
- *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
- *                   gdn_chunk_scan_wg is the same scan by warpgroup MMA (bf16, sm_90a), with the same bits.
+ *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do
+ *                   (the variants *_shi: K S0 and Q S0 take its hi alone). gdn_chunk_scan_wg is the same scan by
+ *                   warpgroup MMA (bf16, sm_90a), with the same bits.
  * bf16 inputs enter the products exactly; f16 ones as bf16 hi + lo. Dk = 128, Dv a multiple of 32. */
 #include <math.h>
 
@@ -434,30 +435,36 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
  * input rows or of a plane is loaded once for two (row warps) or four (state warps) tiles. */
 
 /* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
-template <int DT>
+/* SLO = 0: the state by its hi plane alone (the variants "*_shi"; dev/chunk_split_numerics.py). */
+template <int DT, int SLO>
 __device__ __forceinline__ void times_state(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
                                             const scan_smem &sm, int m0, int n0, int lane) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
+        /* b: SLO, tile nt's hi (b[nt][0, 1]) and lo (2, 3); else both tiles' hi in b[0] (tile nt at 2 nt) */
+        uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4];
+        if (SLO)
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
+            for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
+        else
+            ldsm_b2(b[0], sm.shi, sm.shi + 8 * LDK, n0, LDK, 16 * kb, lane);
+        auto frag = [&](int nt, int half, int i) { return SLO ? b[nt][2 * half + i] : b[0][2 * nt + i]; };
         ldsm_a(rk, st.k, LDK, m0, 16 * kb, lane);
         ldsm_a(rq, st.q, LDK, m0, 16 * kb, lane);
         in_frag<DT>(kh, kl, rk);
         in_frag<DT>(qh, ql, rq);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) /* the state's hi, then lo */
+        for (int half = 0; half < 1 + SLO; ++half) /* the state's hi, then lo */
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma(ks0[nt], kh, b[nt][2 * half], b[nt][2 * half + 1]);
-                mma(qs0[nt], qh, b[nt][2 * half], b[nt][2 * half + 1]);
+                mma(ks0[nt], kh, frag(nt, half, 0), frag(nt, half, 1));
+                mma(qs0[nt], qh, frag(nt, half, 0), frag(nt, half, 1));
             }
         if (DT == GDN_F16)
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma(ks0[nt], kl, b[nt][0], b[nt][1]);
-                mma(qs0[nt], ql, b[nt][0], b[nt][1]);
+                mma(ks0[nt], kl, frag(nt, 0, 0), frag(nt, 0, 1));
+                mma(qs0[nt], ql, frag(nt, 0, 0), frag(nt, 0, 1));
             }
     }
 }
@@ -510,7 +517,7 @@ __device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int
     }
 }
 
-template <int DT>
+template <int DT, int SLO>
 __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     scan_smem &sm = *(scan_smem *)smem_raw;
@@ -545,7 +552,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             }
             const int off = (8 * (2 * pair + (m >> 1)) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
             stsm4t(sm.shi + off, hi);
-            stsm4t(sm.slo + off, lo);
+            if (SLO) stsm4t(sm.slo + off, lo);
         }
     };
     if (!row_warp) put_state();
@@ -563,7 +570,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         float qs0[2][4] = {}; /* a row warp's Q S0, for y */
         if (row_warp) { /* X = V - diag(G) K S0, and Q S0 */
             float ks0[2][4] = {};
-            times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
+            times_state<DT, SLO>(ks0, qs0, st, sm, 16 * mt, n0, lane);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 float x[4];
@@ -717,13 +724,14 @@ __device__ __forceinline__ void wg_pair(float (&acc)[16], const uint16_t *ahi, c
     }
     wg_end(acc);
 }
-/* acc += X S0 for an input tile x ([token][key]): each k block the state's hi, then lo (as times_state()) */
+/* acc += X S0 for an input tile x ([token][key]): each k block the state's hi, then (SLO) lo (as times_state()) */
+template <int SLO>
 __device__ __forceinline__ void wg_times_state(float (&acc)[16], const uint16_t *x, const wg_smem &sm) {
     wg_begin(acc);
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
         wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.shi, DK / 8, kb));
-        wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.slo, DK / 8, kb));
+        if (SLO) wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.slo, DK / 8, kb));
     }
     wg_end(acc);
 }
@@ -736,6 +744,16 @@ __device__ __forceinline__ void put_core(uint16_t *hi, uint16_t *lo, int cb, int
     split2(v[2], v[3], r[1], r[3]);
     const int m = lane >> 3;
     stsm4t((m < 2 ? hi : lo) + core(c0 + (lane & 7), m0 + 8 * (m & 1), cb), r);
+}
+/* the same, hi only: matrices 0 and 1 (rows m0 .., m0 + 8 ..) by lanes 0 .. 15 */
+__device__ __forceinline__ void put_core_hi(uint16_t *hi, int cb, int m0, int c0, const float *v, int lane) {
+    uint32_t r0, r1;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r0) : "f"(v[1]), "f"(v[0]));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r1) : "f"(v[3]), "f"(v[2]));
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1,%2};\n" ::"r"(
+                     smem_addr(hi + core(c0 + (lane & 7), m0 + 8 * ((lane >> 3) & 1), cb))),
+                 "r"(r0), "r"(r1)
+                 : "memory");
 }
 
 /* load_stage() for the core-matrix stage, issued by the 256 threads of WG2 and WG3 (l = tid - 256), which idle
@@ -780,6 +798,7 @@ __device__ __forceinline__ void wg_load_stage(wg_stage &st, const gdn_dev_args &
 __device__ __forceinline__ void wg0_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
 
+template <int SLO>
 __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(128) uint8_t wg_smem_raw[];
@@ -798,7 +817,10 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
     float S[16]; /* WG2, WG3: the state in f32 */
     auto put_state = [&]() {
 #pragma unroll
-        for (int nt = 0; nt < NS / 8; ++nt) put_core(sm.shi, sm.slo, DK / 8, key0 - g, 8 * nt, &S[4 * nt], lane);
+        for (int nt = 0; nt < NS / 8; ++nt) {
+            if (SLO) put_core(sm.shi, sm.slo, DK / 8, key0 - g, 8 * nt, &S[4 * nt], lane);
+            else put_core_hi(sm.shi, DK / 8, key0 - g, 8 * nt, &S[4 * nt], lane);
+        }
         to_async_proxy();
     };
     if (wg >= 2) {
@@ -829,7 +851,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
         float qs0[16] = {}; /* WG1's Q S0, for y */
         if (wg == 0) { /* X = V - diag(G) K S0 */
             float ks0[16] = {};
-            wg_times_state(ks0, st.k, sm);
+            wg_times_state<SLO>(ks0, st.k, sm);
 #pragma unroll
             for (int nt = 0; nt < NS / 8; ++nt) {
                 float x[4];
@@ -855,7 +877,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
             }
             to_async_proxy();
         } else if (wg == 1) {
-            wg_times_state(qs0, st.q, sm);
+            wg_times_state<SLO>(qs0, st.q, sm);
         }
         __syncthreads(); /* U */
         if (wg == 1) { /* y = scale (diag(G) Q S0 + P U) */
@@ -888,7 +910,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args 
 #endif
 }
 
-int scan_smem_ok = 0, scan_smem_ok_f16 = 0, scan_wg_smem_ok = 0;
+/* Lets a scan kernel launch with the opt-in shared memory (once per instantiation). */
+template <int DT, int WG, int SLO, typename Kernel>
+gdn_status allow(Kernel kernel) {
+    static int done = 0;
+    return gdn_cuda_allow_smem(kernel, &done);
+}
 
 /* The warpgroup scan can run: this file was built with sm_90a code (CMakeLists.txt) and the current device is
  * compute capability 9.0 (read once per device). */
@@ -913,19 +940,30 @@ int wgmma_ready(void) {
 #endif
 }
 
-/* One launch pair over the sequences of sq (their chunks in ws); wg: the warpgroup scan (bf16). */
-template <int DT>
-gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws, int wg) {
+/* One launch pair over the sequences of sq (their chunks in ws) with scan WG (the warpgroup scan, bf16) and SLO (the
+ * state's lo plane in K S0 and Q S0). */
+template <int DT, int WG, int SLO>
+gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
     const gdn_dev_args d = gdn_dev_args_of(p);
     cudaStream_t stream = (cudaStream_t)p->a.stream;
-    if (wg ? gdn_cuda_allow_smem(gdn_chunk_scan_wg, &scan_wg_smem_ok) != GDN_OK
-           : gdn_cuda_allow_smem(gdn_chunk_scan<DT>, DT == GDN_BF16 ? &scan_smem_ok : &scan_smem_ok_f16) != GDN_OK)
-        return GDN_ERR_DEVICE;
+    auto scan = [&]() {
+        if constexpr (WG) return gdn_chunk_scan_wg<SLO>;
+        else return gdn_chunk_scan<DT, SLO>;
+    }();
+    if (allow<DT, WG, SLO>(scan) != GDN_OK) return GDN_ERR_DEVICE;
     gdn_chunk_prep<DT><<<dim3((unsigned)sq.chunk0[sq.n], (unsigned)p->a.Hv), PREP_THREADS, 0, stream>>>(d, sq, ws);
     const dim3 grid((unsigned)(p->a.Dv / NS), (unsigned)p->a.Hv, (unsigned)sq.n);
-    if (wg) gdn_chunk_scan_wg<<<grid, WG_THREADS, sizeof(wg_smem), stream>>>(d, sq, ws);
-    else gdn_chunk_scan<DT><<<grid, SCAN_THREADS, sizeof(scan_smem), stream>>>(d, sq, ws);
+    scan<<<grid, WG ? WG_THREADS : SCAN_THREADS, WG ? sizeof(wg_smem) : sizeof(scan_smem), stream>>>(d, sq, ws);
     return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+}
+
+/* launch() for a variant's mode: bit 0 the warpgroup scan (bf16 only), bit 1 the state's hi plane alone. */
+template <int DT>
+gdn_status launch_mode(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws, int mode) {
+    if constexpr (DT == GDN_BF16) {
+        if (mode & 1) return mode & 2 ? launch<DT, 1, 0>(p, sq, ws) : launch<DT, 1, 1>(p, sq, ws);
+    }
+    return mode & 2 ? launch<DT, 0, 0>(p, sq, ws) : launch<DT, 0, 1>(p, sq, ws);
 }
 
 } /* namespace */
@@ -948,9 +986,11 @@ int gdn__delta_cuda_chunked_eligible(const gdn__problem *p) {
 int gdn__delta_cuda_chunked_routed(const gdn__problem *p) { return p == NULL; }
 
 /* The scans (mode): "wgmma" the warpgroup scan (bf16 where wgmma_ready()), "mma" the mma.sync scan; both give the
- * same bits. Unnamed: "mma". */
+ * same bits. "*_shi": the same with the state's hi plane alone in K S0 and Q S0 (half of those products; other bits,
+ * the two still equal to each other). Unnamed: "mma". */
 const gdn__variant gdn__delta_cuda_chunked_variants[] = {
-    {"wgmma", 0, 0, 0, 0, 0, 1, 0}, {"mma", 0, 0, 0, 0, 0, 0, 0}, {NULL, 0, 0, 0, 0, 0, 0, 0}};
+    {"wgmma", 0, 0, 0, 0, 0, 1, 0}, {"mma", 0, 0, 0, 0, 0, 0, 0}, {"wgmma_shi", 0, 0, 0, 0, 0, 3, 0},
+    {"mma_shi", 0, 0, 0, 0, 0, 2, 0}, {NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 } /* extern "C" */
 
@@ -958,8 +998,8 @@ namespace {
 
 /* The sequences of a call, SEQS per launch pair: the dense form's B windows of T tokens (state entry b), or the
  * batch form's windows and slots (p as validated, before any split); a skipped sequence's y rows are zeroed.
- * wg: the warpgroup scan. */
-gdn_status sequences(const gdn__problem *p, int wg) {
+ * mode: the variant's (launch_mode()). */
+gdn_status sequences(const gdn__problem *p, int mode) {
     const gdn_delta_args *a = &p->a;
     int64_t most = 0; /* the most chunks of one launch: the workspace's size */
     for (int pass = 0; pass < 2; ++pass) {
@@ -977,7 +1017,7 @@ gdn_status sequences(const gdn__problem *p, int wg) {
         auto flush = [&]() { /* pass 0 sizes the workspace, pass 1 launches */
             if (sq.n == 0 || s != GDN_OK) return;
             if (pass == 0) most = sq.chunk0[sq.n] > most ? sq.chunk0[sq.n] : most;
-            else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws, wg) : launch<GDN_F16>(p, sq, ws, 0);
+            else s = a->dtype == GDN_BF16 ? launch_mode<GDN_BF16>(p, sq, ws, mode) : launch_mode<GDN_F16>(p, sq, ws, mode);
             sq.n = 0;
         };
         for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
@@ -1009,7 +1049,7 @@ gdn_status sequences(const gdn__problem *p, int wg) {
 extern "C" {
 
 gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v) {
-    if (v && v->mode == 1 && !(p->a.dtype == GDN_BF16 && wgmma_ready())) return GDN_ERR_INELIGIBLE;
+    if (v && (v->mode & 1) && !(p->a.dtype == GDN_BF16 && wgmma_ready())) return GDN_ERR_INELIGIBLE;
     return sequences(p, v ? v->mode : 0); /* unnamed: the mma scan, measured faster (kernels/cuda_chunked.md) */
 }
 
