@@ -252,6 +252,7 @@ __device__ __forceinline__ void segment_sums(const double *lg, chunk_gates &gs, 
 
 template <int DT>
 __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, chunk_seqs sq, uint8_t *ws) {
+    gdn_grid_dependency_wait();
     __shared__ __align__(16) uint16_t ks[CH * LDK], qs[CH * LDK];
     /* after Q K^T: L by parity of row, lp[at(i, j)] = L_ij (first the decay d_ij), so that a lane of the solve reads
      * its rows 2 k + p of column m as float4 runs */
@@ -519,6 +520,7 @@ __device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int
 
 template <int DT, int SLO>
 __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
+    gdn_grid_dependency_wait();
     extern __shared__ __align__(16) uint8_t smem_raw[];
     scan_smem &sm = *(scan_smem *)smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -801,6 +803,7 @@ __device__ __forceinline__ void wg0_sync() { asm volatile("bar.sync 1, 128;\n" :
 template <int SLO>
 __global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    gdn_grid_dependency_wait();
     extern __shared__ __align__(128) uint8_t wg_smem_raw[];
     wg_smem &sm = *(wg_smem *)wg_smem_raw;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -951,10 +954,13 @@ gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
         else return gdn_chunk_scan<DT, SLO>;
     }();
     if (allow<DT, WG, SLO>(scan) != GDN_OK) return GDN_ERR_DEVICE;
-    gdn_chunk_prep<DT><<<dim3((unsigned)sq.chunk0[sq.n], (unsigned)p->a.Hv), PREP_THREADS, 0, stream>>>(d, sq, ws);
+    /* both by programmatic dependent launch: each waits for the kernel before it, first thing */
+    if (gdn_launch_pdl(gdn_chunk_prep<DT>, dim3((unsigned)sq.chunk0[sq.n], (unsigned)p->a.Hv), PREP_THREADS, 0, stream,
+                       d, sq, ws) != GDN_OK)
+        return GDN_ERR_DEVICE;
     const dim3 grid((unsigned)(p->a.Dv / NS), (unsigned)p->a.Hv, (unsigned)sq.n);
-    scan<<<grid, WG ? WG_THREADS : SCAN_THREADS, WG ? sizeof(wg_smem) : sizeof(scan_smem), stream>>>(d, sq, ws);
-    return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+    return gdn_launch_pdl(scan, grid, WG ? WG_THREADS : SCAN_THREADS, WG ? (int)sizeof(wg_smem) : (int)sizeof(scan_smem),
+                          stream, d, sq, (const uint8_t *)ws);
 }
 
 /* launch() for a variant's mode: bit 0 the warpgroup scan (bf16 only), bit 1 the state's hi plane alone. */
