@@ -78,9 +78,10 @@ gdn_status gdn__check_aligned(const gdn__aligned *list, size_t n);
 int gdn__call_threads(gdn_backend backend, const gdn_cpu_runner *runner, int threads);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 /* args->kernel = "fastest": a kernel of the chunked contract where one is eligible and the window has at least
- * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. 160: above the crossover on the H200 at B = 1, which is 96-128
- * tokens (bench/results/chunked_crossover_h200.json: 96 tokens exact 25.7 us, chunked 29.1; 128: 32.1 and 29.1). */
-#define GDN_CHUNKED_MIN_T 160
+ * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. 128: the first window length above the crossover on the H200 at
+ * B = 1, which lies between 96 and 128 tokens (bench/results/chunked_crossover_h200.json: 96 tokens exact 25.7 us,
+ * chunked 29.1; 128: 32.1 and 29.1). */
+#define GDN_CHUNKED_MIN_T 128
 const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
 /* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above

@@ -8,7 +8,7 @@
  *     of 64 tokens with the state carried;
  *   - the state's hi plane alone ("mma_shi") within the same tolerances, bitwise run to run;
  *   - the warpgroup scans (bf16, sm_90a) bitwise equal to their mma.sync twins, where the device has them;
- *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 160 tokens or more;
+ *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 128 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */
 #include <math.h>
 #include <stdlib.h>
@@ -387,9 +387,9 @@ TEST(chunked_only_when_asked) {
     }
     const int chunked = kernel_index("cuda_chunked");
     for (int i = 0; i < 6; ++i) {
-        /* 0: eligible, T 2048; 1: T 159 (below the "fastest" threshold); 2: f32; 3: a plain decay gate; 4: Dk 64;
+        /* 0: eligible, T 2048; 1: T 127 (below the "fastest" threshold); 2: f32; 3: a plain decay gate; 4: Dk 64;
          * 5: Dv 48 */
-        case_cfg g = chunk_cfg(1, i == 1 ? 159 : i == 0 ? 2048 : 100, 1, 2, i == 5 ? 48 : 32, i == 2 ? GDN_F32 : GDN_BF16,
+        case_cfg g = chunk_cfg(1, i == 1 ? 127 : i == 0 ? 2048 : 100, 1, 2, i == 5 ? 48 : 32, i == 2 ? GDN_F32 : GDN_BF16,
                                i == 3 ? GDN_GATE_DECAY : GDN_GATE_LOG_DECAY, (uint64_t)(500 + i));
         if (i == 4) g.Dk = 64;
         gdn_case c, dc;
