@@ -1,8 +1,11 @@
 /* The recurrence's public entry points: validation of gdn_delta_args (every failure names its field through
  * gdn_last_error), the choice of kernel (named, with an optional variant, or routed), and the call. The batch form
  * (cu_seqlens, state_slot) runs as dense B = 1 calls, a sequence at a time, of kernels that know only the dense
- * form; on CUDA, uniform windows of up to 8 tokens run in one launch per 256 sequences with the slots beside them. */
+ * form; on CUDA, uniform windows of up to 8 tokens run in one launch per 256 sequences with the slots beside them,
+ * and the windows of the chunked contract (cuda_chunked named, or "fastest" windows long enough) as one chunked
+ * batch. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/checked.h"
@@ -211,14 +214,16 @@ static gdn_status zero_y(const gdn__problem *seq) {
     return s == GDN_OK ? s : FAIL(s, "zeroing the y rows of a skipped sequence: %s", gdn_status_str(s));
 }
 
-/* A picked per-sequence call, a sequence at a time, each on its own kernel (pick took every one). */
-static gdn_status run_sequences(const gdn__problem *p) {
+/* A picked per-sequence call, a sequence at a time, each on its own kernel (pick took every one); the sequences b
+ * with done[b] set (done NULL: none) are passed over. */
+static gdn_status run_sequences(const gdn__problem *p, const uint8_t *done) {
     gdn_status s = GDN_OK;
     for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b) {
         gdn__problem seq;
         const gdn__kernel *kn = NULL;
         const gdn__variant *variant = NULL;
         int skipped = 0;
+        if (done && done[b]) continue;
         if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK) break;
         if (skipped) s = zero_y(&seq);
         else if ((s = pick_kernel(&seq, "", &kn, &variant)) == GDN_OK) s = run_kernel(&seq, kn, variant);
@@ -262,6 +267,30 @@ static gdn_status run_batched(const gdn__problem *p, int launch) {
     return s == GDN_OK ? s : GDN_ERR_INELIGIBLE;
 }
 
+/* "fastest" over a batch whose windows are not all of the chunked contract: those that are (and not skipped) as one
+ * cuda_chunked batch, then the others a sequence at a time; each sequence gets its own call's bits (the chunked
+ * contract is batch-invariant). */
+static gdn_status run_grouped(const gdn__problem *p) {
+    uint8_t *take = calloc((size_t)p->a.B, 1);
+    if (!take) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)p->a.B);
+    int64_t n = 0;
+    gdn_status s = GDN_OK;
+    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b) {
+        gdn__problem seq;
+        const gdn__kernel *kn = NULL;
+        const gdn__variant *variant = NULL;
+        int skipped = 0;
+        if ((s = sequence_problem(p, b, &seq, &skipped)) == GDN_OK && !skipped &&
+            (s = pick_kernel(&seq, "", &kn, &variant)) == GDN_OK && kn->contract == GDN_CONTRACT_CHUNKED)
+            take[b] = 1, ++n;
+    }
+    if (s == GDN_OK && n > 0 && (s = gdn__cuda_chunked_sequences(p, NULL, take)) != GDN_OK)
+        s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+    if (s == GDN_OK) s = run_sequences(p, take);
+    free(take);
+    return s;
+}
+
 gdn_status gdn_delta(const gdn_delta_args *args) {
     gdn__problem p;
     const gdn__kernel *kn = NULL;
@@ -273,8 +302,10 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
     else if (chunked) {
-        if ((s = gdn__cuda_chunked_sequences(&p, variant)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
-    } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE) s = run_sequences(&p);
+        if ((s = gdn__cuda_chunked_sequences(&p, variant, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+    } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE)
+        s = p.a.backend == GDN_BACKEND_CUDA && p.a.kernel && strcmp(p.a.kernel, "fastest") == 0 ? run_grouped(&p)
+                                                                                                 : run_sequences(&p, NULL);
     return s == GDN_OK ? gdn__ok() : s;
 }
 

@@ -4,8 +4,8 @@
  *     beta forms, masks, both layouts, GQA, with and without a state, windows of 1 .. 777 tokens: y within
  *     CHUNKED_Y_TOL of max |y|, the state within CHUNKED_S_TOL of max |S|, every element finite and written;
  *   - bitwise run to run; bitwise the same for a sequence alone and inside varlen batches of other sequences
- *     (skipped and permuted slots, in place); bitwise the same for a window in one call and split at multiples
- *     of 64 tokens with the state carried;
+ *     (skipped and permuted slots, in place), "fastest" batches of long and short windows too; bitwise the same
+ *     for a window in one call and split at multiples of 64 tokens with the state carried;
  *   - the state's hi plane alone ("mma_shi") within the same tolerances, bitwise run to run;
  *   - the warpgroup scans (bf16, sm_90a) bitwise equal to their mma.sync twins, where the device has them;
  *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 128 tokens or more;
@@ -200,10 +200,11 @@ static int slice_of(gdn_case *dst, const gdn_case *src, int64_t t0, int64_t nt, 
 }
 
 /* A varlen batch of nb <= 8 windows over a pool of n_slots slots (unnamed slots 1 and 3, when pool > 3), in place
- * and not: each sequence's y rows and state bitwise equal to the sequence alone, and alone split at the last
- * multiple of 64 below its length; a skipped sequence's rows +0. */
-static void check_batch(const int32_t *lengths, const int32_t *slots, int nb, int n_slots, int64_t Hk, int64_t Hv,
-                        int64_t Dv, uint64_t seed) {
+ * and not, by `kernel` ("cuda_chunked", or "fastest": windows of the chunked contract batched, the others each on its
+ * own choice): each sequence's y rows and state bitwise equal to the sequence alone by the same kernel, and, for
+ * cuda_chunked, alone split at the last multiple of 64 below its length; a skipped sequence's rows +0. */
+static void check_batch(const char *kernel, const int32_t *lengths, const int32_t *slots, int nb, int n_slots,
+                        int64_t Hk, int64_t Hv, int64_t Dv, uint64_t seed) {
     int32_t cu[9] = {0};
     for (int b = 0; b < nb; ++b) cu[b + 1] = cu[b] + lengths[b];
     const case_cfg g = chunk_cfg(1, cu[nb], Hk, Hv, Dv, GDN_BF16, GDN_GATE_RAW, seed);
@@ -222,7 +223,7 @@ static void check_batch(const int32_t *lengths, const int32_t *slots, int nb, in
     for (int in_place = 0; ok && in_place < 2; ++in_place) {
         /* the batch */
         gdn_delta_args a = case_args(&dc);
-        a.backend = GDN_BACKEND_CUDA, a.kernel = "cuda_chunked";
+        a.backend = GDN_BACKEND_CUDA, a.kernel = kernel;
         a.B = nb, a.T = 0, a.cu_seqlens = cu, a.state_slot = slots, a.slots = n_slots;
         a.state_in = d_pool0;
         if (in_place) {
@@ -245,13 +246,13 @@ static void check_batch(const int32_t *lengths, const int32_t *slots, int nb, in
             float *d_s = to_device(sc.state_in, per * 4, &ok1);
             CHECK(ok1);
             gdn_delta_args a1 = case_args(&dsc);
-            a1.backend = GDN_BACKEND_CUDA, a1.kernel = "cuda_chunked", a1.state_in = d_s;
+            a1.backend = GDN_BACKEND_CUDA, a1.kernel = kernel, a1.state_in = d_s;
             o1.ny = len;
             CHECK(ok1 && run_dev(a1, &o1, y1, s1) == GDN_OK, "alone %d: %s", b, gdn_last_error());
             CHECK(memcmp((const uint8_t *)y + off, y1, len) == 0, "sequence %d: y in the batch differs from alone", b);
             CHECK(memcmp(pool + (size_t)slots[b] * per, s1, per * 4) == 0, "sequence %d: state differs", b);
             /* split at a multiple of 64 with the state carried: the same bits */
-            if (lengths[b] > 64) {
+            if (lengths[b] > 64 && strcmp(kernel, "cuda_chunked") == 0) {
                 const int64_t cut = 64 * ((lengths[b] - 1) / 64);
                 gdn_case p1, p2, dp1, dp2;
                 CHECK(slice_of(&p1, &sc, 0, cut, sc.state_in));
@@ -298,13 +299,16 @@ TEST(chunked_batch_and_split_invariant) {
     }
     /* windows of these lengths, slots permuted in a pool of 7 (one sequence skipped) */
     static const int32_t lengths[] = {100, 64, 1, 300, 17, 129}, slots[] = {4, 0, 6, -1, 2, 5};
-    check_batch(lengths, slots, 6, 7, 2, 4, 64, 77);
+    check_batch("cuda_chunked", lengths, slots, 6, 7, 2, 4, 64, 77);
     /* every sequence skipped: y rows zero, no slot written */
     static const int32_t skip_lengths[] = {70, 5}, skip_slots[] = {-1, -1};
-    check_batch(skip_lengths, skip_slots, 2, 4, 1, 2, 32, 79);
+    check_batch("cuda_chunked", skip_lengths, skip_slots, 2, 4, 1, 2, 32, 79);
     /* the model's heads, prompts of thousands of tokens */
     static const int32_t long_lengths[] = {2048, 700, 3000}, long_slots[] = {2, 0, 1};
-    check_batch(long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
+    check_batch("cuda_chunked", long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
+    /* "fastest" over windows on both sides of its threshold: the long ones one chunked batch, the short ones exact */
+    static const int32_t mixed_lengths[] = {300, 5, 130, 64, 127, 1000, 1}, mixed_slots[] = {6, 0, -1, 4, 2, 5, 7};
+    check_batch("fastest", mixed_lengths, mixed_slots, 7, 8, 2, 4, 64, 80);
 }
 
 /* Two scans of a case (bf16): kernels[0] (an mma scan) then kernels[1] (its wgmma twin), y and the state poisoned

@@ -1004,8 +1004,8 @@ namespace {
 
 /* The sequences of a call, SEQS per launch pair: the dense form's B windows of T tokens (state entry b), or the
  * batch form's windows and slots (p as validated, before any split); a skipped sequence's y rows are zeroed.
- * mode: the variant's (launch_mode()). */
-gdn_status sequences(const gdn__problem *p, int mode) {
+ * mode: the variant's (launch_mode()); take: as gdn__cuda_chunked_sequences's. */
+gdn_status sequences(const gdn__problem *p, int mode, const uint8_t *take) {
     const gdn_delta_args *a = &p->a;
     int64_t most = 0; /* the most chunks of one launch: the workspace's size */
     for (int pass = 0; pass < 2; ++pass) {
@@ -1027,6 +1027,7 @@ gdn_status sequences(const gdn__problem *p, int mode) {
             sq.n = 0;
         };
         for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
+            if (take && !take[b]) continue;
             const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
             const int64_t len = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
             const int64_t slot = a->state_slot ? a->state_slot[b] : b, chunks = (len + CH - 1) / CH;
@@ -1054,14 +1055,14 @@ gdn_status sequences(const gdn__problem *p, int mode) {
 
 extern "C" {
 
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v) {
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v, const uint8_t *take) {
     if (v && (v->mode & 1) && !(p->a.dtype == GDN_BF16 && wgmma_ready())) return GDN_ERR_INELIGIBLE;
-    return sequences(p, v ? v->mode : 0); /* unnamed: the mma scan, measured faster (kernels/cuda_chunked.md) */
+    return sequences(p, v ? v->mode : 0, take); /* unnamed: the mma scan, measured faster (kernels/cuda_chunked.md) */
 }
 
 gdn_status gdn__delta_cuda_chunked(const gdn__problem *p, const gdn__variant *v) {
     if (!gdn__delta_cuda_chunked_eligible(p)) return GDN_ERR_INELIGIBLE;
-    return gdn__cuda_chunked_sequences(p, v);
+    return gdn__cuda_chunked_sequences(p, v, NULL);
 }
 
 } /* extern "C" */
