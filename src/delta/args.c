@@ -169,6 +169,13 @@ static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__proble
     return gdn__validate(&d, seq);
 }
 
+/* Sequence b of a per-sequence call (sequence_problem) and the kernel it takes (pick_kernel; where: for its errors). */
+static gdn_status pick_sequence(const gdn__problem *p, int64_t b, const char *where, gdn__problem *seq, int *skipped,
+                                const gdn__kernel **kn, const gdn__variant **variant) {
+    const gdn_status s = sequence_problem(p, b, seq, skipped);
+    return s != GDN_OK ? s : pick_kernel(seq, where, kn, variant);
+}
+
 /* Validates args into *p and picks the kernel the call runs (pick_kernel); for a per-sequence call, every sequence's
  * (each must take it), *out being the longest window's (the first of the longest), and *chunked 1 when every
  * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). */
@@ -190,8 +197,7 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
         char where[48];
         int skipped = 0;
         snprintf(where, sizeof where, " (sequence %lld)", (long long)b);
-        if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK || (s = pick_kernel(&seq, where, &kn, &v)) != GDN_OK)
-            return s;
+        if ((s = pick_sequence(p, b, where, &seq, &skipped, &kn, &v)) != GDN_OK) return s;
         if (seq.a.T > longest) longest = seq.a.T, *out = kn, *variant = v;
         *chunked &= kn->contract == GDN_CONTRACT_CHUNKED;
     }
@@ -224,9 +230,8 @@ static gdn_status run_sequences(const gdn__problem *p, const uint8_t *done) {
         const gdn__variant *variant = NULL;
         int skipped = 0;
         if (done && done[b]) continue;
-        if ((s = sequence_problem(p, b, &seq, &skipped)) != GDN_OK) break;
-        if (skipped) s = zero_y(&seq);
-        else if ((s = pick_kernel(&seq, "", &kn, &variant)) == GDN_OK) s = run_kernel(&seq, kn, variant);
+        if ((s = pick_sequence(p, b, "", &seq, &skipped, &kn, &variant)) == GDN_OK)
+            s = skipped ? zero_y(&seq) : run_kernel(&seq, kn, variant);
     }
     return s;
 }
@@ -280,8 +285,8 @@ static gdn_status run_grouped(const gdn__problem *p) {
         const gdn__kernel *kn = NULL;
         const gdn__variant *variant = NULL;
         int skipped = 0;
-        if ((s = sequence_problem(p, b, &seq, &skipped)) == GDN_OK && !skipped &&
-            (s = pick_kernel(&seq, "", &kn, &variant)) == GDN_OK && kn->contract == GDN_CONTRACT_CHUNKED)
+        if ((s = pick_sequence(p, b, "", &seq, &skipped, &kn, &variant)) == GDN_OK && !skipped &&
+            kn->contract == GDN_CONTRACT_CHUNKED)
             take[b] = 1, ++n;
     }
     if (s == GDN_OK && n > 0 && (s = gdn__cuda_chunked_sequences(p, NULL, take)) != GDN_OK)
