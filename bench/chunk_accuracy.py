@@ -14,7 +14,6 @@ error of the reference's y rounded to bf16 (the outputs' own rounding, a floor f
 optional (its kernels need CUDA); without a GPU (--device cpu) libgdn's CPU kernels run against the reference.
 
     PYTHONPATH=/tmp/site python3 bench/chunk_accuracy.py --out results.json     # the GPU machine, fla installed
-        [--variants mma_shi]                                                     # and cuda_chunked's variants
     python3 bench/chunk_accuracy.py --device cpu --small --T 64 256             # anywhere
 """
 import argparse
@@ -104,8 +103,6 @@ def main():
     ap.add_argument("--T", type=int, nargs="+", default=[64, 512, 2048])
     ap.add_argument("--lib", default=None)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--variants", nargs="*", default=[],
-                    help="cuda_chunked's variants measured beside it (gdn list), e.g. mma_shi")
     opt = ap.parse_args()
     Hk, Hv, D = (2, 4, 32) if opt.small else (16, 32, 128)
     scale, cuda = D ** -0.5, opt.device == "cuda"
@@ -113,29 +110,27 @@ def main():
     impls = {"libgdn": lambda s, sc: libgdn(lib, s, Hk, Hv, D, sc, cuda)}
     if cuda:
         impls["libgdn_chunked"] = lambda s, sc: libgdn(lib, s, Hk, Hv, D, sc, cuda, "cuda_chunked")
-        for v in opt.variants:
-            impls["libgdn_chunked:" + v] = lambda s, sc, v=v: libgdn(lib, s, Hk, Hv, D, sc, cuda, "cuda_chunked:" + v)
         impls.update(fla_fns())
     rows = []
-    print("%-8s %6s  %-24s %12s %12s  %s" % ("gate", "T", "implementation", "y err", "state err", "finite"))
+    print("%-8s %6s  %-20s %12s %12s  %s" % ("gate", "T", "implementation", "y err", "state err", "finite"))
     for gate in ("ordinary", "zero", "huge"):
         for T in opt.T:
             s = inputs(T, Hk, Hv, D, gate, opt.device, seed=T)
             y_ref, s_ref = reference(s, Hk, Hv, D, scale)
             floor, _ = error(y_ref.to(torch.bfloat16), y_ref)  # y's own rounding to bf16: no kernel does better
             rows.append(dict(gate=gate, T=T, impl="(y rounded to bf16)", y_err=floor, state_err=None, finite=True))
-            print("%-8s %6d  %-24s %12.3e %12s" % (gate, T, "(y rounded to bf16)", floor, "-"))
+            print("%-8s %6d  %-20s %12.3e %12s" % (gate, T, "(y rounded to bf16)", floor, "-"))
             for name, fn in impls.items():
                 try:
                     y, st = fn(s, scale)
                 except Exception as exc:
-                    print("%-8s %6d  %-24s failed: %r" % (gate, T, name, exc))
+                    print("%-8s %6d  %-20s failed: %r" % (gate, T, name, exc))
                     continue
                 ey, fy = error(y, y_ref)
                 es, fs = error(st, s_ref)
                 rows.append(dict(gate=gate, T=T, impl=name, y_err=ey if fy else None, state_err=es if fs else None,
                                  finite=fy and fs))
-                print("%-8s %6d  %-24s %12.3e %12.3e  %s" % (gate, T, name, ey, es, fy and fs))
+                print("%-8s %6d  %-20s %12.3e %12.3e  %s" % (gate, T, name, ey, es, fy and fs))
     if opt.out:
         with open(opt.out, "w") as f:
             json.dump(dict(shape=dict(B=1, Hk=Hk, Hv=Hv, D=D), device=opt.device, rows=rows), f, indent=1)

@@ -6,9 +6,7 @@ medians). For a change meant to keep the bits (a new schedule of the same produc
     python3 dev/chunked_ab.py old=path/libgdn.so new=path/libgdn.so [--reps N]   (writes $OUT/chunked_ab.json)
     ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 old=... new=...   (two calls a build)
 
-A build may name the kernel it runs: wg=path/libgdn.so@cuda_chunked:wgmma (default cuda_chunked); the f16 cases
-are left out for a "wgmma" build (a bf16 scan). A "*_shi" variant (other bits by design) is compared bitwise with the
-first "*_shi" build instead of the first build.
+A build may name the kernel it runs: name=path/libgdn.so@kernel[:variant] (default cuda_chunked).
 
 Cases: bf16 and f16, both state layouts, the log-decay and the raw gate, lengths off the chunk size, varlen batches.
 """
@@ -66,27 +64,23 @@ def main():
             run(), run()
         torch.cuda.synchronize()
         return 0
+    first = next(iter(libs))
     cases = [([64], gdn.BF16, gdn.STATE_KV, False), ([100], gdn.BF16, gdn.STATE_KV, False),
              ([2048], gdn.BF16, gdn.STATE_KV, False), ([300], gdn.F16, gdn.STATE_KV, False),
              ([200], gdn.BF16, gdn.STATE_VK, True), ([129], gdn.F16, gdn.STATE_VK, False),
              ([1000, 17, 64, 300], gdn.BF16, gdn.STATE_KV, False), ([513, 5, 128], gdn.F16, gdn.STATE_KV, True)]
     same, out = True, dict(cases=[], points=[])
     for i, (lengths, dt, layout, raw) in enumerate(cases):
-        if dt == gdn.F16 and os.environ.get("GDN_CHUNKED_KERNEL", "").endswith(":wgmma"):
-            continue
         s = C.inputs(lengths, seed=100 + i)
         res = {}
         for n, lib in libs.items():
-            if dt == gdn.F16 and ":wgmma" in kernels[n]:
-                continue
             run, (y, st) = call(lib, s, dt, layout, raw, kernels[n])
             y.fill_(float("nan")), st.fill_(float("nan"))
             run()
             torch.cuda.synchronize()
             res[n] = (y.clone(), st.clone())
-        def ref(n):  # the first build of n's family (the "*_shi" variants, or the others)
-            return next(m for m in res if kernels[m].endswith("_shi") == kernels[n].endswith("_shi"))
-        eq = {n: torch.equal(res[n][0], res[ref(n)][0]) and torch.equal(res[n][1], res[ref(n)][1]) for n in res}
+        ref = first if first in res else next(iter(res))
+        eq = {n: torch.equal(res[n][0], res[ref][0]) and torch.equal(res[n][1], res[ref][1]) for n in res}
         same &= all(eq.values())
         out["cases"].append(dict(lengths=lengths, dtype=dt, layout=layout, raw=raw, bitwise=eq))
         print("case %-24s dtype %d layout %d raw %d: %s" % (lengths, dt, layout, raw,

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # cuda_chunked of an older tree against this one, on the GPU machine: builds both (the older tree's libgdn.so, this
 # tree's test_gdn, gdn and libgdn.so), runs this tree's chunked suite, dev/chunked_ab.py (bitwise equal to the older
-# build? and the timing points alternating; this build as called and as the variants wgmma, mma_shi and wgmma_shi:
-# "wg", "shi", "wgshi"), ncu on the builds' kernels at T = NCU_T, then bench/chunked_h200.py (beside fla) and
-# bench/chunk_accuracy.py (with mma_shi), and the chunked suite under compute-sanitizer's memcheck. Under $OUT:
+# build? and the timing points alternating), ncu on the builds' kernels at T = NCU_T, then bench/chunked_h200.py
+# (beside fla) and bench/chunk_accuracy.py, and the chunked suite under compute-sanitizer's memcheck. Under $OUT:
 # build.log, chunked_test.log, chunked_ab.json, ncu.txt (at the GPU's own clocks), chunked_h200.{json,txt},
 # chunk_accuracy_h200.json.
 #
@@ -37,13 +36,12 @@ status=0
 GDN_TEST_VERBOSE=1 ./build/pic/test_gdn chunked_ > "$OUT/chunked_test.log" 2>&1 || status=1
 grep -E "worst|FAIL|fail|passed" "$OUT/chunked_test.log" | tail -12
 gpu_wheels
-SCANS=(wg="$NEW@cuda_chunked:wgmma" shi="$NEW@cuda_chunked:mma_shi" wgshi="$NEW@cuda_chunked:wgmma_shi")
-python3 dev/chunked_ab.py "${builds[@]}" new="$NEW" "${SCANS[@]}" || status=1
+python3 dev/chunked_ab.py "${builds[@]}" new="$NEW" || status=1
 if [[ $NCU_T != 0 ]] && command -v ncu > /dev/null; then
     ncu --clock-control none --kernel-name regex:gdn_chunk --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section SchedulerStats --section WarpStateStats \
         --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' python3 dev/chunked_ab.py --once "$NCU_T" "${builds[@]}" \
-        new="$NEW" "${SCANS[@]}" > "$OUT/ncu.txt" 2>&1
+        new="$NEW" > "$OUT/ncu.txt" 2>&1
     grep -E "gdn_chunk|Duration|Issued Ipc|No Eligible|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -60
 fi
 if [[ ${MEMCHECK:-1} != 0 ]] && command -v compute-sanitizer > /dev/null; then
@@ -52,7 +50,7 @@ if [[ ${MEMCHECK:-1} != 0 ]] && command -v compute-sanitizer > /dev/null; then
     tail -3 /tmp/memcheck.log
 fi
 [[ ${ACCURACY:-1} != 0 ]] &&
-    GDN_LIBRARY=$NEW python3 bench/chunk_accuracy.py --T 64 512 2048 8192 --variants mma_shi \
+    GDN_LIBRARY=$NEW python3 bench/chunk_accuracy.py --T 64 512 2048 8192 \
         --out "$OUT/chunk_accuracy_h200.json" 2>&1 |
     grep -E "chunk|bf16|ordinary|zero|decay" | head -20
 GDN_LIBRARY=$NEW python3 bench/chunked_h200.py --out "$OUT/chunked_h200.json" 2>&1 | tee "$OUT/chunked_h200.txt"

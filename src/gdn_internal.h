@@ -138,9 +138,9 @@ gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream);
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch); /* 0: judge only */
 
 /* cuda_chunked over the sequences b of a validated call (dense or batch form) with take[b] set (take NULL: every one;
- * the others are left alone), in one launch pair per 128 sequences (src/delta/cuda/chunked.cu), with its variant v
- * (NULL: the default scan); the caller has judged it eligible for each. */
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v, const uint8_t *take);
+ * the others are left alone), in one launch pair per 128 sequences (src/delta/cuda/chunked.cu); the caller has judged
+ * it eligible for each. */
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

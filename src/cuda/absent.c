@@ -17,8 +17,8 @@ gdn_status gdn__layer_cuda_widen(float *o, const uint16_t *oh, int64_t n, void *
     (void)o, (void)oh, (void)n, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v, const uint8_t *take) {
-    (void)v, (void)take;
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) {
+    (void)take;
     return p ? GDN_ERR_NO_DEVICE : GDN_ERR_NULL_POINTER;
 }
 gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *slot, int launch) {

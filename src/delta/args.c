@@ -289,7 +289,7 @@ static gdn_status run_grouped(const gdn__problem *p) {
             kn->contract == GDN_CONTRACT_CHUNKED)
             take[b] = 1, ++n;
     }
-    if (s == GDN_OK && n > 0 && (s = gdn__cuda_chunked_sequences(p, NULL, take)) != GDN_OK)
+    if (s == GDN_OK && n > 0 && (s = gdn__cuda_chunked_sequences(p, take)) != GDN_OK)
         s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
     if (s == GDN_OK) s = run_sequences(p, take);
     free(take);
@@ -307,7 +307,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
     else if (chunked) {
-        if ((s = gdn__cuda_chunked_sequences(&p, variant, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+        if ((s = gdn__cuda_chunked_sequences(&p, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
     } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE)
         s = p.a.backend == GDN_BACKEND_CUDA && p.a.kernel && strcmp(p.a.kernel, "fastest") == 0 ? run_grouped(&p)
                                                                                                  : run_sequences(&p, NULL);

@@ -15,9 +15,7 @@
  *                   planes, and the gate vectors, into a workspace.
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
- *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do
- *                   (the variants *_shi: K S0 and Q S0 take its hi alone). gdn_chunk_scan_wg is the same scan by
- *                   warpgroup MMA (bf16, sm_90a), with the same bits.
+ *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
  * bf16 inputs enter the products exactly; f16 ones as bf16 hi + lo. Dk = 128, Dv a multiple of 32. */
 #include <math.h>
 
@@ -436,36 +434,30 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
  * input rows or of a plane is loaded once for two (row warps) or four (state warps) tiles. */
 
 /* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
-/* SLO = 0: the state by its hi plane alone (the variants "*_shi"; dev/chunk_split_numerics.py). */
-template <int DT, int SLO>
+template <int DT>
 __device__ __forceinline__ void times_state(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
                                             const scan_smem &sm, int m0, int n0, int lane) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
-        /* b: SLO, tile nt's hi (b[nt][0, 1]) and lo (2, 3); else both tiles' hi in b[0] (tile nt at 2 nt) */
-        uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4];
-        if (SLO)
+        uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
-        else
-            ldsm_b2(b[0], sm.shi, sm.shi + 8 * LDK, n0, LDK, 16 * kb, lane);
-        auto frag = [&](int nt, int half, int i) { return SLO ? b[nt][2 * half + i] : b[0][2 * nt + i]; };
+        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
         ldsm_a(rk, st.k, LDK, m0, 16 * kb, lane);
         ldsm_a(rq, st.q, LDK, m0, 16 * kb, lane);
         in_frag<DT>(kh, kl, rk);
         in_frag<DT>(qh, ql, rq);
 #pragma unroll
-        for (int half = 0; half < 1 + SLO; ++half) /* the state's hi, then lo */
+        for (int half = 0; half < 2; ++half) /* the state's hi, then lo */
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma(ks0[nt], kh, frag(nt, half, 0), frag(nt, half, 1));
-                mma(qs0[nt], qh, frag(nt, half, 0), frag(nt, half, 1));
+                mma(ks0[nt], kh, b[nt][2 * half], b[nt][2 * half + 1]);
+                mma(qs0[nt], qh, b[nt][2 * half], b[nt][2 * half + 1]);
             }
         if (DT == GDN_F16)
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma(ks0[nt], kl, frag(nt, 0, 0), frag(nt, 0, 1));
-                mma(qs0[nt], ql, frag(nt, 0, 0), frag(nt, 0, 1));
+                mma(ks0[nt], kl, b[nt][0], b[nt][1]);
+                mma(qs0[nt], ql, b[nt][0], b[nt][1]);
             }
     }
 }
@@ -518,7 +510,7 @@ __device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int
     }
 }
 
-template <int DT, int SLO>
+template <int DT>
 __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
     gdn_grid_dependency_wait();
     extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -554,7 +546,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             }
             const int off = (8 * (2 * pair + (m >> 1)) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
             stsm4t(sm.shi + off, hi);
-            if (SLO) stsm4t(sm.slo + off, lo);
+            stsm4t(sm.slo + off, lo);
         }
     };
     if (!row_warp) put_state();
@@ -572,7 +564,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         float qs0[2][4] = {}; /* a row warp's Q S0, for y */
         if (row_warp) { /* X = V - diag(G) K S0, and Q S0 */
             float ks0[2][4] = {};
-            times_state<DT, SLO>(ks0, qs0, st, sm, 16 * mt, n0, lane);
+            times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 float x[4];
@@ -633,343 +625,26 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
             for (int e = 0; e < 4; ++e) a.state_out[state_at(nt, e)] = S[nt][e];
 }
 
-/* ---- The warpgroup scan (bf16 on sm_90a): the same products, the same sums ----
- * wgmma m64n32k16 reads both operands from shared memory once per warpgroup; its f32 sums over a k step equal a
- * chain of mma.sync m16n8k16 over the same k steps bit for bit (dev/wgmma_probe.cu), so this scan returns the mma
- * scan's bits. Operand tiles are unswizzled core matrices (8 rows of 8 bf16, 128 contiguous bytes), row-major by
- * block, those of the stage 144 bytes apart, the planes the scan writes 128; descriptors: K-major LBO = the next
- * core matrix along k, SBO = the next along m / n; K^T from the [token][key] tile with A transposed: LBO = the next
- * along k (8 tokens), SBO = the next along m (8 keys). Warpgroups:
- *   WG0  K S0 -> X = V - diag(G) K S0 (planes), then U = A X -> U and diag(e) U (planes)
- *   WG1  Q S0 (registers), then y = scale (diag(G) Q S0 + P U)
- *   WG2, WG3  the state's keys 0 .. 63 and 64 .. 127 in f32 registers: S = G_{n-1} S0 + K^T diag(e) U, its planes;
- *             and the copies of the next chunk's stage. */
-constexpr int WG_THREADS = 512;
-constexpr int PAD = 72; /* elements from one core matrix of a stage tile to the next: 128 bytes and 16 of padding */
-
-struct wg_stage {
-    uint16_t q[PAD * (CH / 8) * (DK / 8)], k[PAD * (CH / 8) * (DK / 8)]; /* [token][key], padded, 16 along keys */
-    uint16_t v[CH * LDV];                                        /* [token][column], row-major */
-    uint16_t ahi[PAD * (CH / 8) * (CH / 8)], alo[PAD * (CH / 8) * (CH / 8)]; /* [i][j], padded, 8 along j */
-    uint16_t phi[PAD * (CH / 8) * (CH / 8)], plo[PAD * (CH / 8) * (CH / 8)];
-    chunk_gates gt;
-};
-struct wg_smem {
-    wg_stage st[2];
-    uint16_t shi[NS * DK], slo[NS * DK];                         /* S0 as [column][key], 16 along keys */
-    uint16_t xhi[NS * CH], xlo[NS * CH], uhi[NS * CH], ulo[NS * CH], ehi[NS * CH], elo[NS * CH]; /* [column][token] */
-};
-static_assert(sizeof(wg_stage) % 128 == 0 && sizeof(chunk_gates) % 128 == 0 && (CH * LDV * 2) % 128 == 0,
-              "every tile 128-byte aligned");
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* Element offset of (r, c) in a tile of core matrices with cb of them along c. */
-__device__ __forceinline__ int core(int r, int c, int cb) { return ((r >> 3) * cb + (c >> 3)) * 64 + (r & 7) * 8 + (c & 7); }
-/* The same in a stage tile, whose core matrices lie 144 bytes apart: the 16-byte pieces of a row (one 128-byte run
- * of global memory, 8 lanes of a copy) land in 8 different bank groups. */
-__device__ __forceinline__ int core_p(int r, int c, int cb) { return ((r >> 3) * cb + (c >> 3)) * PAD + (r & 7) * 8 + (c & 7); }
-
-/* The descriptor of an unswizzled operand at p (byte strides lbo, sbo). Shared addresses lie below 2^18, so the
- * start field (address / 16, 14 bits) of p + e elements (e a multiple of 8) is that of p plus e / 8: the k steps
- * below add to one descriptor a tile. */
-__device__ __forceinline__ uint64_t wg_desc(const uint16_t *p, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
-}
-/* a K-major operand: rows of tile (cb core matrices along k) from row 0, k step kb */
-__device__ __forceinline__ uint64_t wg_kmajor(const uint16_t *tile, int cb, int kb) {
-    return wg_desc(tile, 128, 128 * cb) + (uint64_t)(core(0, 16 * kb, cb) >> 3);
-}
-/* the same of a padded stage tile */
-__device__ __forceinline__ uint64_t wg_kmajor_p(const uint16_t *tile, int cb, int kb) {
-    return wg_desc(tile, 2 * PAD, 2 * PAD * cb) + (uint64_t)(core_p(0, 16 * kb, cb) >> 3);
-}
-/* d += A B, one k step; A transposed when TA */
-template <int TA>
-__device__ __forceinline__ void wgmma(float (&d)[16], uint64_t da, uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, 1, 1, 1, %18, 0;\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15])
-                 : "l"(da), "l"(db), "n"(TA));
-}
-/* The accumulator's registers pinned at this point: its zeros are set before the fence, its sums read after the
- * wait. Else ptxas injects warpgroup.arrive (C7519) and, in the role branches, serializes every wgmma (C7520):
- * the test wgmma_not_serialized reads its report. */
-__device__ __forceinline__ void wg_hold(float (&d)[16]) {
-    asm volatile("" : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 :: "memory");
-}
-__device__ __forceinline__ void wg_begin(float (&d)[16]) {
-    wg_hold(d);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_end(float (&d)[16]) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    wg_hold(d);
-}
-/* shared-memory writes of this thread (stores, stmatrix, cp.async) visible to the next wgmma reads */
-__device__ __forceinline__ void to_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-/* acc (a warpgroup's [64, 32]: warp wi's rows 16 wi + g (+ 8), tile nt = i / 4, columns 8 nt + 2 t (+ 1)) +=
- * (Ahi + Alo) (Bhi + Blo) over 64 k: each k block hi hi, hi lo, lo hi (as lower()). */
-__device__ __forceinline__ void wg_pair(float (&acc)[16], const uint16_t *ahi, const uint16_t *alo, const uint16_t *bhi,
-                                        const uint16_t *blo) {
-    wg_begin(acc);
-#pragma unroll
-    for (int kb = 0; kb < CH / 16; ++kb) {
-        wgmma<0>(acc, wg_kmajor_p(ahi, CH / 8, kb), wg_kmajor(bhi, CH / 8, kb));
-        wgmma<0>(acc, wg_kmajor_p(ahi, CH / 8, kb), wg_kmajor(blo, CH / 8, kb));
-        wgmma<0>(acc, wg_kmajor_p(alo, CH / 8, kb), wg_kmajor(bhi, CH / 8, kb));
-    }
-    wg_end(acc);
-}
-/* acc += X S0 for an input tile x ([token][key]): each k block the state's hi, then (SLO) lo (as times_state()) */
-template <int SLO>
-__device__ __forceinline__ void wg_times_state(float (&acc)[16], const uint16_t *x, const wg_smem &sm) {
-    wg_begin(acc);
-#pragma unroll
-    for (int kb = 0; kb < DK / 16; ++kb) {
-        wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.shi, DK / 8, kb));
-        if (SLO) wgmma<0>(acc, wg_kmajor_p(x, DK / 8, kb), wg_kmajor(sm.slo, DK / 8, kb));
-    }
-    wg_end(acc);
-}
-
-/* A C fragment v (rows m0 .. m0 + 15, columns c0 .. c0 + 7) into a pair of [column][m] core tiles (cb core
- * matrices along m), transposed: hi and lo in one stmatrix. */
-__device__ __forceinline__ void put_core(uint16_t *hi, uint16_t *lo, int cb, int m0, int c0, const float *v, int lane) {
-    uint32_t r[4];
-    split2(v[0], v[1], r[0], r[2]);
-    split2(v[2], v[3], r[1], r[3]);
-    const int m = lane >> 3;
-    stsm4t((m < 2 ? hi : lo) + core(c0 + (lane & 7), m0 + 8 * (m & 1), cb), r);
-}
-/* the same, hi only: matrices 0 and 1 (rows m0 .., m0 + 8 ..) by lanes 0 .. 15 */
-__device__ __forceinline__ void put_core_hi(uint16_t *hi, int cb, int m0, int c0, const float *v, int lane) {
-    uint32_t r0, r1;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r0) : "f"(v[1]), "f"(v[0]));
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r1) : "f"(v[3]), "f"(v[2]));
-    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1,%2};\n" ::"r"(
-                     smem_addr(hi + core(c0 + (lane & 7), m0 + 8 * ((lane >> 3) & 1), cb))),
-                 "r"(r0), "r"(r1)
-                 : "memory");
-}
-
-/* load_stage() for the core-matrix stage, issued by the 256 threads of WG2 and WG3 (l = tid - 256), which idle
- * while K S0 and U = A X run, so that the proxy fences of WG0 and WG1 find none of these copies in flight. Eight
- * lanes copy one 128-byte run of a row (coalesced), into 8 bank groups of the padded tile: piece p of q and k is
- * row p / 16, columns 8 (p % 16); of a plane row p / 8, columns 8 (p % 8); v's piece l is row l / 4, columns
- * 8 (l % 4); the gates' piece l. */
-constexpr int WG_LOADERS = 256;
-__device__ __forceinline__ void wg_load_stage(wg_stage &st, const gdn_dev_args &a, const uint8_t *wsc, int64_t h,
-                                              int64_t hk, int64_t s, int64_t tc, int n, int l) {
-    static_assert(WG_LOADERS == CH * (NS / 8) && (CH * DK / 8) % WG_LOADERS == 0 && (CH * CH / 8) % WG_LOADERS == 0 &&
-                      WG_LOADERS >= (int)(sizeof(chunk_gates) / 16),
-                  "whole pieces a thread");
-    const int64_t stride = a.Hk * DK, row0 = (tc * a.Hk + hk) * DK;
-#pragma unroll
-    for (int i = 0; i < CH * DK / 8 / WG_LOADERS; ++i) {
-        const int p = l + WG_LOADERS * i, r = p >> 4, c = 8 * (p & 15);
-        const int64_t off = row0 + (r < n ? r : n - 1) * stride + c;
-        cp16(st.q + core_p(r, c, DK / 8), (const uint16_t *)a.q + off, r < n ? 16 : 0);
-        cp16(st.k + core_p(r, c, DK / 8), (const uint16_t *)a.k + off, r < n ? 16 : 0);
-    }
-    {
-        const int r = l / (NS / 8), piece = l % (NS / 8);
-        const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
-        cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < CH * CH / 8 / WG_LOADERS; ++i) {
-        const int p = l + WG_LOADERS * i, r = p >> 3, c = 8 * (p & 7);
-        cp16(st.ahi + core_p(r, c, CH / 8), wsc + 0 * PLANE + r * (CH * 2) + c * 2, 16);
-        cp16(st.alo + core_p(r, c, CH / 8), wsc + 1 * PLANE + r * (CH * 2) + c * 2, 16);
-        if (c < 16 * ((r >> 4) + 1)) { /* P's 16 x 16 blocks right of the diagonal: never written, zeros (below) */
-            cp16(st.phi + core_p(r, c, CH / 8), wsc + 2 * PLANE + r * (CH * 2) + c * 2, 16);
-            cp16(st.plo + core_p(r, c, CH / 8), wsc + 3 * PLANE + r * (CH * 2) + c * 2, 16);
-        }
-    }
-    if (l < (int)(sizeof(chunk_gates) / 16)) cp16((uint8_t *)&st.gt + 16 * l, wsc + 4 * PLANE + 16 * l, 16);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Named barrier 1: WG0's own (X, written and read by it). */
-__device__ __forceinline__ void wg0_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-#endif
-
-template <int SLO>
-__global__ void __launch_bounds__(WG_THREADS, 1) gdn_chunk_scan_wg(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    gdn_grid_dependency_wait();
-    extern __shared__ __align__(128) uint8_t wg_smem_raw[];
-    wg_smem &sm = *(wg_smem *)wg_smem_raw;
-    const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wi = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-    const int r0 = 16 * wi + g; /* a thread's accumulator rows r0, r0 + 8 (of its warpgroup's 64) */
-    const int key0 = 64 * (wg - 2) + r0; /* WG2, WG3: the state's key rows key0 (+ 8), columns 8 nt + 2 t (+ 1) */
-    const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
-    const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
-    const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = h / a.group;
-    auto state_at = [&](int i) { /* the state entry of accumulator element i */
-        const int64_t key = key0 + ((i >> 1) & 1) * 8, j = NS * s + 8 * (i >> 2) + 2 * t + (i & 1);
-        return state + (a.layout == GDN_STATE_VK ? j * a.Dk + key : key * a.Dv + j);
-    };
-    float S[16]; /* WG2, WG3: the state in f32 */
-    auto put_state = [&]() {
-#pragma unroll
-        for (int nt = 0; nt < NS / 8; ++nt) {
-            if (SLO) put_core(sm.shi, sm.slo, DK / 8, key0 - g, 8 * nt, &S[4 * nt], lane);
-            else put_core_hi(sm.shi, DK / 8, key0 - g, 8 * nt, &S[4 * nt], lane);
-        }
-        to_async_proxy();
-    };
-    if (wg >= 2) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) S[i] = a.state_in ? a.state_in[state_at(i)] : 0.0f;
-        put_state();
-    } else { /* zeros in P's blocks right of the diagonal (the prep writes none there; wgmma reads all of P) */
-        for (int p = tid; p < 2 * CH * CH / 8; p += 256) {
-            const int r = (p >> 3) & (CH - 1), c = 8 * (p & 7);
-            if (c < 16 * ((r >> 4) + 1)) continue;
-            wg_stage &z = sm.st[p / (CH * CH / 8)];
-            *(uint4 *)(z.phi + core_p(r, c, CH / 8)) = make_uint4(0u, 0u, 0u, 0u);
-            *(uint4 *)(z.plo + core_p(r, c, CH / 8)) = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-    const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
-    if (wg >= 2) wg_load_stage(sm.st[0], a, wsb + (int64_t)h * WS_BYTES, h, hk, s, t0, (int)min((int64_t)CH, len), tid - 256);
-    for (int lc = 0; lc < chunks; ++lc) {
-        const wg_stage &st = sm.st[lc & 1];
-        const int64_t tc = t0 + (int64_t)lc * CH;
-        const int n = (int)min((int64_t)CH, t0 + len - tc);
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
-        to_async_proxy();
-        __syncthreads(); /* the stage, and the state's planes, are in */
-        if (lc + 1 < chunks && wg >= 2)
-            wg_load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, hk, s, tc + CH,
-                          (int)min((int64_t)CH, t0 + len - tc - CH), tid - 256);
-        float qs0[16] = {}; /* WG1's Q S0, for y */
-        if (wg == 0) { /* X = V - diag(G) K S0 */
-            float ks0[16] = {};
-            wg_times_state<SLO>(ks0, st.k, sm);
-#pragma unroll
-            for (int nt = 0; nt < NS / 8; ++nt) {
-                float x[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int r = r0 + (e >> 1) * 8, col = 8 * nt + 2 * t + (e & 1);
-                    x[e] = __fsub_rn(bf16_f32(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[4 * nt + e]));
-                }
-                put_core(sm.xhi, sm.xlo, CH / 8, 16 * wi, 8 * nt, x, lane);
-            }
-            to_async_proxy();
-            wg0_sync(); /* X */
-            /* U = A X; and diag(e) U */
-            float u[16] = {};
-            wg_pair(u, st.ahi, st.alo, sm.xhi, sm.xlo);
-#pragma unroll
-            for (int nt = 0; nt < NS / 8; ++nt) {
-                float eu[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[4 * nt + e]);
-                put_core(sm.uhi, sm.ulo, CH / 8, 16 * wi, 8 * nt, &u[4 * nt], lane);
-                put_core(sm.ehi, sm.elo, CH / 8, 16 * wi, 8 * nt, eu, lane);
-            }
-            to_async_proxy();
-        } else if (wg == 1) {
-            wg_times_state<SLO>(qs0, st.q, sm);
-        }
-        __syncthreads(); /* U */
-        if (wg == 1) { /* y = scale (diag(G) Q S0 + P U) */
-            float pu[16] = {};
-            wg_pair(pu, st.phi, st.plo, sm.uhi, sm.ulo);
-            put_y<GDN_BF16, NS / 8>(a, st.gt.G, tc, n, h, NS * s, r0, t, qs0, pu);
-        } else if (wg >= 2) { /* S = G_{n-1} S0 + K^T diag(e) U */
-            float ku[16] = {};
-            wg_begin(ku);
-#pragma unroll
-            for (int kb = 0; kb < CH / 16; ++kb) {
-                const uint64_t kt = wg_desc(st.k + core_p(0, 64 * (wg - 2), DK / 8), 2 * PAD * (DK / 8), 2 * PAD) +
-                                    (uint64_t)(core_p(16 * kb, 0, DK / 8) >> 3);
-                wgmma<1>(ku, kt, wg_kmajor(sm.ehi, CH / 8, kb));
-                wgmma<1>(ku, kt, wg_kmajor(sm.elo, CH / 8, kb));
-            }
-            wg_end(ku);
-            const float Gn = st.gt.G[n - 1];
-#pragma unroll
-            for (int i = 0; i < 16; ++i) S[i] = __fadd_rn(__fmul_rn(Gn, S[i]), ku[i]);
-            put_state(); /* the planes' readers (K S0, Q S0) are behind the barriers above */
-        }
-    }
-    if (a.state_out && wg >= 2)
-#pragma unroll
-        for (int i = 0; i < 16; ++i) a.state_out[state_at(i)] = S[i];
-#else
-    (void)a, (void)sq, (void)ws;
-    __trap(); /* launched only where the sm_90a code is in the build (chunked_wgmma()) */
-#endif
-}
-
-/* Lets a scan kernel launch with the opt-in shared memory (once per instantiation). */
-template <int DT, int WG, int SLO, typename Kernel>
-gdn_status allow(Kernel kernel) {
+/* Lets the scan launch with the opt-in shared memory (once per dtype). */
+template <int DT>
+gdn_status allow_scan(void) {
     static int done = 0;
-    return gdn_cuda_allow_smem(kernel, &done);
+    return gdn_cuda_allow_smem(gdn_chunk_scan<DT>, &done);
 }
 
-/* The warpgroup scan can run: this file was built with sm_90a code (CMakeLists.txt) and the current device is
- * compute capability 9.0 (read once per device). */
-int wgmma_ready(void) {
-#ifdef GDN_CHUNKED_WGMMA
-    static int known[64]; /* 0 unknown, 1 yes, 2 no */
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    const int cached = dev >= 0 && dev < 64;
-    int v = cached ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
-    if (v == 0) {
-        v = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-                    major == 9 && minor == 0
-                ? 1
-                : 2;
-        if (cached) __atomic_store_n(&known[dev], v, __ATOMIC_RELAXED);
-    }
-    return v == 1;
-#else
-    return 0;
-#endif
-}
-
-/* One launch pair over the sequences of sq (their chunks in ws) with scan WG (the warpgroup scan, bf16) and SLO (the
- * state's lo plane in K S0 and Q S0). */
-template <int DT, int WG, int SLO>
+/* One launch pair over the sequences of sq (their chunks in ws). */
+template <int DT>
 gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
     const gdn_dev_args d = gdn_dev_args_of(p);
     cudaStream_t stream = (cudaStream_t)p->a.stream;
-    auto scan = [&]() {
-        if constexpr (WG) return gdn_chunk_scan_wg<SLO>;
-        else return gdn_chunk_scan<DT, SLO>;
-    }();
-    if (allow<DT, WG, SLO>(scan) != GDN_OK) return GDN_ERR_DEVICE;
+    if (allow_scan<DT>() != GDN_OK) return GDN_ERR_DEVICE;
     /* both by programmatic dependent launch: each waits for the kernel before it, first thing */
     if (gdn_launch_pdl(gdn_chunk_prep<DT>, dim3((unsigned)sq.chunk0[sq.n], (unsigned)p->a.Hv), PREP_THREADS, 0, stream,
                        d, sq, ws) != GDN_OK)
         return GDN_ERR_DEVICE;
     const dim3 grid((unsigned)(p->a.Dv / NS), (unsigned)p->a.Hv, (unsigned)sq.n);
-    return gdn_launch_pdl(scan, grid, WG ? WG_THREADS : SCAN_THREADS, WG ? (int)sizeof(wg_smem) : (int)sizeof(scan_smem),
-                          stream, d, sq, (const uint8_t *)ws);
-}
-
-/* launch() for a variant's mode: bit 0 the warpgroup scan (bf16 only), bit 1 the state's hi plane alone. */
-template <int DT>
-gdn_status launch_mode(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws, int mode) {
-    if constexpr (DT == GDN_BF16) {
-        if (mode & 1) return mode & 2 ? launch<DT, 1, 0>(p, sq, ws) : launch<DT, 1, 1>(p, sq, ws);
-    }
-    return mode & 2 ? launch<DT, 0, 0>(p, sq, ws) : launch<DT, 0, 1>(p, sq, ws);
+    return gdn_launch_pdl(gdn_chunk_scan<DT>, grid, SCAN_THREADS, (int)sizeof(scan_smem), stream, d, sq,
+                          (const uint8_t *)ws);
 }
 
 } /* namespace */
@@ -991,12 +666,7 @@ int gdn__delta_cuda_chunked_eligible(const gdn__problem *p) {
  * GDN_CHUNKED_MIN_T tokens or more). */
 int gdn__delta_cuda_chunked_routed(const gdn__problem *p) { return p == NULL; }
 
-/* The scans (mode): "wgmma" the warpgroup scan (bf16 where wgmma_ready()), "mma" the mma.sync scan; both give the
- * same bits. "*_shi": the same with the state's hi plane alone in K S0 and Q S0 (half of those products; other bits,
- * the two still equal to each other). Unnamed: "mma". */
-const gdn__variant gdn__delta_cuda_chunked_variants[] = {
-    {"wgmma", 0, 0, 0, 0, 0, 1, 0}, {"mma", 0, 0, 0, 0, 0, 0, 0}, {"wgmma_shi", 0, 0, 0, 0, 0, 3, 0},
-    {"mma_shi", 0, 0, 0, 0, 0, 2, 0}, {NULL, 0, 0, 0, 0, 0, 0, 0}};
+const gdn__variant gdn__delta_cuda_chunked_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 } /* extern "C" */
 
@@ -1004,8 +674,8 @@ namespace {
 
 /* The sequences of a call, SEQS per launch pair: the dense form's B windows of T tokens (state entry b), or the
  * batch form's windows and slots (p as validated, before any split); a skipped sequence's y rows are zeroed.
- * mode: the variant's (launch_mode()); take: as gdn__cuda_chunked_sequences's. */
-gdn_status sequences(const gdn__problem *p, int mode, const uint8_t *take) {
+ * take: as gdn__cuda_chunked_sequences's. */
+gdn_status sequences(const gdn__problem *p, const uint8_t *take) {
     const gdn_delta_args *a = &p->a;
     int64_t most = 0; /* the most chunks of one launch: the workspace's size */
     for (int pass = 0; pass < 2; ++pass) {
@@ -1023,7 +693,7 @@ gdn_status sequences(const gdn__problem *p, int mode, const uint8_t *take) {
         auto flush = [&]() { /* pass 0 sizes the workspace, pass 1 launches */
             if (sq.n == 0 || s != GDN_OK) return;
             if (pass == 0) most = sq.chunk0[sq.n] > most ? sq.chunk0[sq.n] : most;
-            else s = a->dtype == GDN_BF16 ? launch_mode<GDN_BF16>(p, sq, ws, mode) : launch_mode<GDN_F16>(p, sq, ws, mode);
+            else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws) : launch<GDN_F16>(p, sq, ws);
             sq.n = 0;
         };
         for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
@@ -1055,14 +725,12 @@ gdn_status sequences(const gdn__problem *p, int mode, const uint8_t *take) {
 
 extern "C" {
 
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const gdn__variant *v, const uint8_t *take) {
-    if (v && (v->mode & 1) && !(p->a.dtype == GDN_BF16 && wgmma_ready())) return GDN_ERR_INELIGIBLE;
-    return sequences(p, v ? v->mode : 0, take); /* unnamed: the mma scan, measured faster (kernels/cuda_chunked.md) */
-}
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) { return sequences(p, take); }
 
 gdn_status gdn__delta_cuda_chunked(const gdn__problem *p, const gdn__variant *v) {
+    (void)v;
     if (!gdn__delta_cuda_chunked_eligible(p)) return GDN_ERR_INELIGIBLE;
-    return gdn__cuda_chunked_sequences(p, v, NULL);
+    return sequences(p, NULL);
 }
 
 } /* extern "C" */
