@@ -216,11 +216,6 @@ __device__ __forceinline__ void load_rows(uint16_t *tile, const void *x, int64_t
     }
 }
 
-/* The decay d_ij of a chunk's gates (0 across a segment start). */
-__device__ __forceinline__ float decay(const chunk_gates &gs, int i, int j) {
-    return gs.seg[i] == gs.seg[j] ? expf((float)(gs.r[i] - gs.r[j])) : 0.0f;
-}
-
 /* (segment starts, sum of log g since the last start) over a run of tokens; a start (log g = -inf) counts 0. */
 struct seg_sum {
     int starts;
@@ -292,19 +287,30 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     float acc[8][4] = {}; /* P = d (q k^T), j <= i, straight to its planes */
     gram<DT, 8>(acc, qs, 16 * w, ks, 0, 2 * w + 2, g, t);
     __syncthreads(); /* the q tile is read: lp takes its place */
+    /* this thread's rows i0, i0 + 8 of the [C, C] products: their gates, and their rows of lp (at(i, j) =
+     * at(i, 0) + j C/2) */
+    const int i0 = 16 * w + g;
+    const double ri[2] = {gs.r[i0], gs.r[i0 + 8]};
+    const int si[2] = {gs.seg[i0], gs.seg[i0 + 8]};
+    float *const lrows[2] = {lp + at(i0, 0), lp + at(i0 + 8, 0)};
     {
         uint16_t *phi = (uint16_t *)(out + 2 * PLANE), *plo = (uint16_t *)(out + 3 * PLANE);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
             if (nt >= 2 * w + 2) continue;
+            const int j = 8 * nt + 2 * t;
+            const double2 rj = *(const double2 *)&gs.r[j];
+            const int2 sj = *(const int2 *)&gs.seg[j];
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const int i = 16 * w + g + 8 * half, j = 8 * nt + 2 * t;
+                const int i = i0 + 8 * half;
                 uint16_t hi[2], lo[2];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float d = j + e <= i ? decay(gs, i, j + e) : 0.0f;
-                    if (j + e < i) lp[at(i, j + e)] = d; /* for L, below: this thread's own element */
+                    /* d_ij = exp(r_i - r_j) within a segment, else 0; evaluated for every element, kept for j <= i */
+                    const float ex = expf((float)(ri[half] - (e ? rj.y : rj.x)));
+                    const float d = j + e <= i && si[half] == (e ? sj.y : sj.x) ? ex : 0.0f;
+                    if (j + e < i) lrows[half][(j + e) * (CH / 2)] = d; /* for L, below: this thread's own element */
                     split(j + e <= i ? __fmul_rn(d, acc[nt][2 * half + e]) : 0.0f, hi[e], lo[e]);
                 }
                 *(uint32_t *)&phi[i * CH + j] = pack(hi[0], hi[1]);
@@ -314,13 +320,15 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     }
     float kk[8][4] = {}; /* L = beta_i d_ij (k_i . k_j), j < i */
     gram<DT, 8>(kk, ks, 16 * w, ks, 0, 2 * w + 2, g, t);
+    const float bi[2] = {beta[i0], beta[i0 + 8]};
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
         if (nt >= 2 * w + 2) continue;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int i = 16 * w + g + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
-            if (j < i) lp[at(i, j)] = __fmul_rn(__fmul_rn(beta[i], lp[at(i, j)]), kk[nt][e]);
+            const int i = i0 + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
+            float &l = lrows[e >> 1][j * (CH / 2)];
+            if (j < i) l = __fmul_rn(__fmul_rn(bi[e >> 1], l), kk[nt][e]);
         }
     }
     __syncthreads();
@@ -332,16 +340,19 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
 #pragma unroll
         for (int k = 0; k < CH / 2; ++k) x[k] = 2 * k + p == j ? 1.0f : 0.0f;
 #pragma unroll
-        for (int m = 0; m < CH; ++m) {
-            if (m < 16 * w) continue;
-            const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], (lane & 15) | ((m & 1) << 4));
+        for (int mb = 0; mb < CH / 16; ++mb) { /* steps by 16, so that the warp's skip is one branch a block */
+            if (mb < w) continue;
 #pragma unroll
-            for (int k4 = (m / 2) & ~3; k4 < CH / 2; k4 += 4) {
-                const float4 l4 = *(const float4 *)&lrow[m * (CH / 2) + k4];
-                const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
+            for (int m = 16 * mb; m < 16 * mb + 16; ++m) {
+                const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], (lane & 15) | ((m & 1) << 4));
 #pragma unroll
-                for (int u = 0; u < 4; ++u)
-                    if (2 * (k4 + u) + p > m) x[k4 + u] = __fmaf_rn(-lv[u], xm, x[k4 + u]);
+                for (int k4 = (m / 2) & ~3; k4 < CH / 2; k4 += 4) {
+                    const float4 l4 = *(const float4 *)&lrow[m * (CH / 2) + k4];
+                    const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        if (2 * (k4 + u) + p > m) x[k4 + u] = __fmaf_rn(-lv[u], xm, x[k4 + u]);
+                }
             }
         }
         uint16_t *hi = (uint16_t *)out, *lo = (uint16_t *)(out + PLANE);
