@@ -6,8 +6,6 @@ medians). For a change meant to keep the bits (a new schedule of the same produc
     python3 dev/chunked_ab.py old=path/libgdn.so new=path/libgdn.so [--reps N]   (writes $OUT/chunked_ab.json)
     ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 old=... new=...   (two calls a build)
 
-A build may name the kernel it runs: name=path/libgdn.so@kernel[:variant] (default cuda_chunked).
-
 Cases: bf16 and f16, both state layouts, the log-decay and the raw gate, lengths off the chunk size, varlen batches.
 """
 import argparse
@@ -24,7 +22,7 @@ import chunked_h200 as C  # noqa: E402
 gdn = C.gdn
 
 
-def call(lib, s, dtype, layout, raw, kernel="cuda_chunked"):
+def call(lib, s, dtype, layout, raw):
     """A callable running cuda_chunked on s in dtype (bf16 / f16) and state layout, and its outputs."""
     lengths, B = s["lengths"], len(s["lengths"])
     tdt = torch.bfloat16 if dtype == gdn.BF16 else torch.float16
@@ -37,7 +35,7 @@ def call(lib, s, dtype, layout, raw, kernel="cuda_chunked"):
                  q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), y=y.data_ptr(), gate_kind=gdn.GATE_LOG_DECAY,
                  gate=s["g"].data_ptr(), beta_kind=gdn.BETA_DIRECT, beta=s["beta"].data_ptr(), state_layout=layout,
                  state_in=h0.data_ptr(), state_out=st.data_ptr(), scale=C.D ** -0.5, backend=gdn.BACKEND_CUDA,
-                 cu_seqlens=cu.data_ptr() if B > 1 else None, kernel=kernel.encode())
+                 cu_seqlens=cu.data_ptr() if B > 1 else None, kernel=b"cuda_chunked")
     if raw:  # the real model's gate on the same values: -exp(A_log) softplus(g + dt_bias)
         a.gate_kind, a.A_log, a.dt_bias = gdn.GATE_RAW, head[0].data_ptr(), head[1].data_ptr()
 
@@ -54,13 +52,11 @@ def main():
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--once", type=int, default=0, help="only two calls a build at B = 1, T = ONCE (for a profiler)")
     opt = ap.parse_args()
-    specs = [b.split("=", 1) for b in opt.builds]
-    kernels = {n: (p.split("@", 1) + ["cuda_chunked"])[1] for n, p in specs}
-    libs = {n: gdn.load(p.split("@", 1)[0]) for n, p in specs}
+    libs = {n: gdn.load(p) for n, p in (b.split("=", 1) for b in opt.builds)}
     if opt.once:
         s = C.inputs([opt.once])
-        for n, lib in libs.items():
-            run = call(lib, s, gdn.BF16, gdn.STATE_KV, False, kernels[n])[0]
+        for lib in libs.values():
+            run = call(lib, s, gdn.BF16, gdn.STATE_KV, False)[0]
             run(), run()
         torch.cuda.synchronize()
         return 0
@@ -74,13 +70,12 @@ def main():
         s = C.inputs(lengths, seed=100 + i)
         res = {}
         for n, lib in libs.items():
-            run, (y, st) = call(lib, s, dt, layout, raw, kernels[n])
+            run, (y, st) = call(lib, s, dt, layout, raw)
             y.fill_(float("nan")), st.fill_(float("nan"))
             run()
             torch.cuda.synchronize()
             res[n] = (y.clone(), st.clone())
-        ref = first if first in res else next(iter(res))
-        eq = {n: torch.equal(res[n][0], res[ref][0]) and torch.equal(res[n][1], res[ref][1]) for n in res}
+        eq = {n: torch.equal(res[n][0], res[first][0]) and torch.equal(res[n][1], res[first][1]) for n in libs}
         same &= all(eq.values())
         out["cases"].append(dict(lengths=lengths, dtype=dt, layout=layout, raw=raw, bitwise=eq))
         print("case %-24s dtype %d layout %d raw %d: %s" % (lengths, dt, layout, raw,
@@ -89,7 +84,7 @@ def main():
     points = [[64], [256], [2048], [8192], [2048] * 16, [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5]]
     for lengths in points:
         s = C.inputs(lengths, seed=7)
-        fns = {n: C.graphed(call(lib, s, gdn.BF16, gdn.STATE_KV, False, kernels[n])[0])[0] for n, lib in libs.items()}
+        fns = {n: C.graphed(call(lib, s, gdn.BF16, gdn.STATE_KV, False)[0])[0] for n, lib in libs.items()}
         inner = max(3, min(50, int(2e5 / sum(lengths))))
         times = {n: [] for n in fns}
         for _ in range(opt.reps):

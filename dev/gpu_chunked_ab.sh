@@ -50,8 +50,7 @@ if [[ ${MEMCHECK:-1} != 0 ]] && command -v compute-sanitizer > /dev/null; then
     tail -3 /tmp/memcheck.log
 fi
 [[ ${ACCURACY:-1} != 0 ]] &&
-    GDN_LIBRARY=$NEW python3 bench/chunk_accuracy.py --T 64 512 2048 8192 \
-        --out "$OUT/chunk_accuracy_h200.json" 2>&1 |
+    GDN_LIBRARY=$NEW python3 bench/chunk_accuracy.py --T 64 512 2048 8192 --out "$OUT/chunk_accuracy_h200.json" 2>&1 |
     grep -E "chunk|bf16|ordinary|zero|decay" | head -20
 GDN_LIBRARY=$NEW python3 bench/chunked_h200.py --out "$OUT/chunked_h200.json" 2>&1 | tee "$OUT/chunked_h200.txt"
 exit $status

@@ -116,7 +116,7 @@ static void hostile_gates(gdn_case *c, int kind) {
 }
 
 /* One case against the oracle; also bitwise run to run. Returns the y error (or -1). */
-static double check_oracle(const case_cfg *g, const char *kernel, int hostile, double *worst_y, double *worst_s) {
+static double check_oracle(const case_cfg *g, int hostile, double *worst_y, double *worst_s) {
     gdn_case c, dc;
     CHECK(case_init(&c, g));
     if (hostile) hostile_gates(&c, hostile);
@@ -134,20 +134,19 @@ static double check_oracle(const case_cfg *g, const char *kernel, int hostile, d
         h.y = y, h.state_out = s; /* the oracle writes neither */
         CHECK(gdn__oracle_delta(&h, y64, s64) == GDN_OK, "oracle: %s", gdn_last_error());
         gdn_delta_args a = case_args(&dc);
-        a.backend = GDN_BACKEND_CUDA, a.kernel = kernel, a.state_in = d_state;
+        a.backend = GDN_BACKEND_CUDA, a.kernel = "cuda_chunked", a.state_in = d_state;
         gdn_status st = run_dev(a, &o, y, s);
-        CHECK(st == GDN_OK, "%s %s: %s", kernel, case_describe(g), gdn_last_error());
+        CHECK(st == GDN_OK, "%s: %s", case_describe(g), gdn_last_error());
         ey = rel_err_y(y, g->dtype, y64, c.n_v);
         const double es = rel_err_s(s, s64, c.n_state);
-        CHECK(ey >= 0.0 && ey <= CHUNKED_Y_TOL, "%s %s hostile %d: y error %.3g", kernel, case_describe(g), hostile, ey);
-        CHECK(es >= 0.0 && es <= CHUNKED_S_TOL, "%s %s hostile %d: state error %.3g", kernel, case_describe(g), hostile,
-              es);
+        CHECK(ey >= 0.0 && ey <= CHUNKED_Y_TOL, "%s hostile %d: y error %.3g", case_describe(g), hostile, ey);
+        CHECK(es >= 0.0 && es <= CHUNKED_S_TOL, "%s hostile %d: state error %.3g", case_describe(g), hostile, es);
         *worst_y = fmax(*worst_y, ey), *worst_s = fmax(*worst_s, es);
         if (harness_verbose)
-            fprintf(stderr, "    %s %s hostile %d: y %.3g, state %.3g\n", kernel, case_describe(g), hostile, ey, es);
+            fprintf(stderr, "    %s hostile %d: y %.3g, state %.3g\n", case_describe(g), hostile, ey, es);
         st = run_dev(a, &o, y2, s2);
         CHECK(st == GDN_OK && memcmp(y, y2, ny) == 0 && memcmp(s, s2, c.n_state * 4) == 0,
-              "%s %s: two runs differ", kernel, case_describe(g));
+              "%s: two runs differ", case_describe(g));
     }
     if (ok) dev_out_free(&o), case_device_free(&dc);
     cudaFree(d_state);
@@ -173,7 +172,7 @@ TEST(chunked_within_tolerance_of_float64) {
             g.layout = (gdn_state_layout)(v % 2);
             g.state_in = (i + v) % 3 != 0;
             g.mask = v == 3 || i == 5;
-            check_oracle(&g, "cuda_chunked", 0, &wy, &ws);
+            check_oracle(&g, 0, &wy, &ws);
             ++n;
         }
     for (int hostile = 1; hostile <= 2; ++hostile)
@@ -181,11 +180,10 @@ TEST(chunked_within_tolerance_of_float64) {
             case_cfg g = chunk_cfg(1, (int64_t[]){64, 300, 1000}[i], 2, 4, 64, i == 1 ? GDN_F16 : GDN_BF16,
                                    GDN_GATE_LOG_DECAY, (uint64_t)(300 + 10 * hostile + i));
             g.state_in = i != 0;
-            check_oracle(&g, "cuda_chunked", hostile, &wy, &ws);
+            check_oracle(&g, hostile, &wy, &ws);
             ++n;
         }
-    if (harness_verbose)
-        fprintf(stderr, "    %d cases: worst y %.3g, worst state %.3g\n", n, wy, ws);
+    if (harness_verbose) fprintf(stderr, "    %d cases: worst y %.3g, worst state %.3g\n", n, wy, ws);
 }
 
 /* Sequence b of a case (host), as its own dense B = 1 case from `state` (its own entry). */

@@ -679,14 +679,10 @@ int gdn__delta_cuda_chunked_routed(const gdn__problem *p) { return p == NULL; }
 
 const gdn__variant gdn__delta_cuda_chunked_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
-} /* extern "C" */
-
-namespace {
-
 /* The sequences of a call, SEQS per launch pair: the dense form's B windows of T tokens (state entry b), or the
  * batch form's windows and slots (p as validated, before any split); a skipped sequence's y rows are zeroed.
- * take: as gdn__cuda_chunked_sequences's. */
-gdn_status sequences(const gdn__problem *p, const uint8_t *take) {
+ * take: gdn_internal.h. */
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) {
     const gdn_delta_args *a = &p->a;
     int64_t most = 0; /* the most chunks of one launch: the workspace's size */
     for (int pass = 0; pass < 2; ++pass) {
@@ -732,16 +728,10 @@ gdn_status sequences(const gdn__problem *p, const uint8_t *take) {
     return GDN_OK;
 }
 
-} /* namespace */
-
-extern "C" {
-
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) { return sequences(p, take); }
-
 gdn_status gdn__delta_cuda_chunked(const gdn__problem *p, const gdn__variant *v) {
-    (void)v;
+    (void)v; /* no variants */
     if (!gdn__delta_cuda_chunked_eligible(p)) return GDN_ERR_INELIGIBLE;
-    return sequences(p, NULL);
+    return gdn__cuda_chunked_sequences(p, NULL);
 }
 
 } /* extern "C" */
