@@ -81,7 +81,8 @@ def main():
         print("case %-24s dtype %d layout %d raw %d: %s" % (lengths, dt, layout, raw,
                                                             " ".join("%s %s" % (n, "==" if e else "DIFFERS")
                                                                      for n, e in eq.items())))
-    points = [[64], [256], [2048], [8192], [2048] * 16, [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5]]
+    points = [[64], [256], [2048], [8192], [2048] * 16, [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5],
+              [128] * 16, [512] * 16, [2048] * 2]
     for lengths in points:
         s = C.inputs(lengths, seed=7)
         fns = {n: C.graphed(call(lib, s, gdn.BF16, gdn.STATE_KV, False)[0])[0] for n, lib in libs.items()}

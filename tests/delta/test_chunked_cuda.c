@@ -4,7 +4,8 @@
  *     beta forms, masks, both layouts, GQA, with and without a state, windows of 1 .. 777 tokens: y within
  *     CHUNKED_Y_TOL of max |y|, the state within CHUNKED_S_TOL of max |S|, every element finite and written;
  *   - bitwise run to run; bitwise the same for a sequence alone and inside varlen batches of other sequences
- *     (skipped and permuted slots, in place), "fastest" batches of long and short windows too; bitwise the same
+ *     (skipped and permuted slots, in place; the batch of three Qwen-shaped sequences runs the 8-warp scan, each
+ *     alone the 16-warp one), "fastest" batches of long and short windows too; bitwise the same
  *     for a window in one call and split at multiples of 64 tokens with the state carried;
  *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 128 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */

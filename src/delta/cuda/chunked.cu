@@ -16,8 +16,13 @@
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
  *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
+ *                   16 warps and two stages (one block an SM) where the grid fits the SMs; beyond, 8 warps (each a
+ *                   row and a state warp) and one stage refilled piece by piece, two blocks an SM: the same products
+ *                   in the same order, so the same bits.
  * bf16 inputs enter the products exactly; f16 ones as bf16 hi + lo. Dk = 128, Dv a multiple of 32. */
 #include <math.h>
+
+#include <type_traits>
 
 #include "cuda/gdn_cuda.cuh"
 
@@ -376,41 +381,59 @@ struct scan_stage {
     uint16_t ahi[CH * LDC], alo[CH * LDC], phi[CH * LDC], plo[CH * LDC]; /* A and P, [i][j] */
     chunk_gates gt;
 };
-struct scan_smem {
-    scan_stage st[2];
+struct scan_planes {
     uint16_t shi[NS * LDK], slo[NS * LDK]; /* S0 as [value column][key row] */
     uint16_t xhi[NS * LDC], xlo[NS * LDC]; /* X = V - diag(G) K S0, [column][token] */
     uint16_t uhi[NS * LDC], ulo[NS * LDC]; /* U */
+};
+/* 16 warps, one block an SM: two stages (the next chunk's loads behind the current one's products) */
+struct scan_smem {
+    scan_stage st[2];
+    scan_planes pl;
     uint16_t ehi[NS * LDC], elo[NS * LDC]; /* diag(e) U */
 };
+/* 8 warps, two blocks an SM: one stage, refilled piece by piece as the chunk's products leave it; diag(e) U in
+ * X's planes */
+struct scan_lean {
+    scan_stage st;
+    scan_planes pl;
+};
 
-/* Issues the loads of one chunk's inputs (tokens tc .., n live) into a stage; hk = h / group. Thread tid copies
- * fixed pieces: its rows of q and k (load_rows), piece tid % 4 of v's row tid / 4, piece tid % 8 of row tid / 8
- * of each workspace plane, and piece tid of the gates. */
+/* Parts of a stage, by when the scan is done with them: q and v after X, A after U, the rest after the chunk. */
+enum { LD_QV = 1, LD_A = 2, LD_KPG = 4, LD_ALL = 7 };
+
+/* Issues the loads of parts of one chunk's inputs (tokens tc .., n live) into a stage; hk = h / group. Thread tid
+ * copies fixed pieces: its rows of q and k (load_rows), pieces tid, tid + THREADS, .. of v's rows (4 a row), of
+ * each workspace plane's (8 a row) and of the gates. */
+template <int THREADS>
 __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a, const uint8_t *wsc, int64_t h,
-                                           int64_t hk, int64_t s, int64_t tc, int n, int tid) {
-    static_assert(SCAN_THREADS == CH * (CH / 8) && SCAN_THREADS >= CH * (NS / 8) &&
-                      SCAN_THREADS >= (int)(sizeof(chunk_gates) / 16),
-                  "one piece of each plane a thread");
+                                           int64_t hk, int64_t s, int64_t tc, int n, int tid, int parts) {
+    static_assert((CH * (CH / 8)) % THREADS == 0, "whole passes over the planes");
     static_assert(offsetof(scan_stage, alo) == offsetof(scan_stage, ahi) + sizeof(scan_stage::ahi) &&
                       offsetof(scan_stage, phi) == offsetof(scan_stage, alo) + sizeof(scan_stage::ahi) &&
                       offsetof(scan_stage, plo) == offsetof(scan_stage, phi) + sizeof(scan_stage::ahi),
                   "the four planes in a row");
-    load_rows<SCAN_THREADS>(st.q, a.q, a.Hk, hk, tc, n, tid);
-    load_rows<SCAN_THREADS>(st.k, a.k, a.Hk, hk, tc, n, tid);
-    if (tid < CH * (NS / 8)) {
-        const int r = tid / (NS / 8), piece = tid % (NS / 8);
-        const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
-        cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
+    if (parts & LD_QV) {
+        load_rows<THREADS>(st.q, a.q, a.Hk, hk, tc, n, tid);
+#pragma unroll
+        for (int i = tid; i < CH * (NS / 8); i += THREADS) {
+            const int r = i / (NS / 8), piece = i % (NS / 8);
+            const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
+            cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
+        }
     }
-    {
-        const int r = tid / (CH / 8), piece = tid % (CH / 8);
+    if (parts & LD_KPG) load_rows<THREADS>(st.k, a.k, a.Hk, hk, tc, n, tid);
+#pragma unroll
+    for (int i = tid; i < CH * (CH / 8); i += THREADS) {
+        const int r = i / (CH / 8), piece = i % (CH / 8);
         const uint8_t *src = wsc + r * (CH * 2) + piece * 16;
         uint16_t *dst = st.ahi + r * LDC + piece * 8;
 #pragma unroll
-        for (int plane = 0; plane < 4; ++plane) cp16(dst + plane * (CH * LDC), src + plane * PLANE, 16);
+        for (int plane = 0; plane < 4; ++plane)
+            if (parts & (plane < 2 ? LD_A : LD_KPG)) cp16(dst + plane * (CH * LDC), src + plane * PLANE, 16);
     }
-    if (tid < (int)(sizeof(chunk_gates) / 16)) cp16((uint8_t *)&st.gt + 16 * tid, wsc + 4 * PLANE + 16 * tid, 16);
+    for (int i = tid; i < (int)(sizeof(chunk_gates) / 16) && (parts & LD_KPG); i += THREADS)
+        cp16((uint8_t *)&st.gt + 16 * i, wsc + 4 * PLANE + 16 * i, 16);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
@@ -438,7 +461,7 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
     stsm4t((m < 2 ? hi : lo) + (c0 + (lane & 7)) * LDC + m0 + 8 * (m & 1), r);
 }
 
-/* The scan's warps. Row warps w < 8 hold a [16, 16] tile of the [C, 32] products (two 8-column tiles): rows 16 mt ..,
+/* The scan's warps (16; with 8, warp w is row warp w and state warp w + 8). Row warps w < 8 hold a [16, 16] tile of the [C, 32] products (two 8-column tiles): rows 16 mt ..,
  * columns 16 ch .., with (mt, ch) = (w, 0) for w < 4 and (7 - w, 1) for w >= 4, so that the two row warps of a
  * scheduler (w % 4) hold row blocks j and 3 - j and the lower-triangular products give each scheduler 5 k blocks.
  * State warps w >= 8 hold the state's key rows 16 (w - 8) .. + 15, all 32 columns (four tiles). A fragment of the
@@ -447,12 +470,12 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
 /* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
 template <int DT>
 __device__ __forceinline__ void times_state(float (&ks0)[2][4], float (&qs0)[2][4], const scan_stage &st,
-                                            const scan_smem &sm, int m0, int n0, int lane) {
+                                            const scan_planes &pl, int m0, int n0, int lane) {
 #pragma unroll
     for (int kb = 0; kb < DK / 16; ++kb) {
         uint32_t b[2][4], rk[4], kh[4], kl[4], rq[4], qh[4], ql[4]; /* b: the state's hi (0, 1) and lo (2, 3) */
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], sm.shi, sm.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
+        for (int nt = 0; nt < 2; ++nt) ldsm_b2(b[nt], pl.shi, pl.slo, n0 + 8 * nt, LDK, 16 * kb, lane);
         ldsm_a(rk, st.k, LDK, m0, 16 * kb, lane);
         ldsm_a(rq, st.q, LDK, m0, 16 * kb, lane);
         in_frag<DT>(kh, kl, rk);
@@ -521,16 +544,24 @@ __device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int
     }
 }
 
-template <int DT>
-__global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
+/* The scan's smem: scan_smem with 16 warps, scan_lean with 8 (each warp then a row warp and a state warp). */
+template <int NW>
+using scan_smem_of = typename std::conditional<NW == 16, scan_smem, scan_lean>::type;
+
+template <int DT, int NW>
+__global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args a, chunk_seqs sq, const uint8_t *ws) {
+    constexpr bool LEAN = NW == 8;
+    static_assert(NW == 16 || NW == 8, "16 or 8 warps");
     gdn_grid_dependency_wait();
     extern __shared__ __align__(16) uint8_t smem_raw[];
-    scan_smem &sm = *(scan_smem *)smem_raw;
+    scan_smem_of<NW> &sm = *(scan_smem_of<NW> *)smem_raw;
+    scan_planes &pl = sm.pl;
+    uint16_t *const ehi = LEAN ? pl.xhi : ((scan_smem *)smem_raw)->ehi, *const elo = LEAN ? pl.xlo : ((scan_smem *)smem_raw)->elo;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = tid & 3;
-    const bool row_warp = w < 8;
+    const bool row_warp = LEAN || w < 8, state_warp = LEAN || w >= 8;
     /* a row warp's tiles: rows r0, r0 + 8; columns n0 + 8 nt + 2 t (+ 1) */
-    const int mt = w < 4 ? w : 7 - w, r0 = 16 * mt + g, n0 = 16 * ((w >> 2) & 1);
+    const int mt = (w & 7) < 4 ? (w & 7) : 7 - (w & 7), r0 = 16 * mt + g, n0 = 16 * ((w >> 2) & 1);
     const int key0 = 16 * (w & 7) + g; /* a state warp's: key rows key0 (+ 8), columns 8 nt + 2 t (+ 1) */
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
@@ -540,7 +571,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
         return state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j);
     };
     float S[4][4]; /* a state warp's state in f32 */
-    if (!row_warp)
+    if (state_warp)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -556,26 +587,36 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
                 split2(S[2 * pair + i][2], S[2 * pair + i][3], hi[2 * i + 1], lo[2 * i + 1]);
             }
             const int off = (8 * (2 * pair + (m >> 1)) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
-            stsm4t(sm.shi + off, hi);
-            stsm4t(sm.slo + off, lo);
+            stsm4t(pl.shi + off, hi);
+            stsm4t(pl.slo + off, lo);
         }
     };
-    if (!row_warp) put_state();
+    if (state_warp) put_state();
     const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
-    load_stage(sm.st[0], a, wsb + (int64_t)h * WS_BYTES, h, hk, s, t0, (int)min((int64_t)CH, len), tid);
+    auto load = [&](int lc, int parts) { /* chunk lc's parts into its stage */
+        const int64_t tc = t0 + (int64_t)lc * CH;
+        scan_stage *st;
+        if constexpr (LEAN) st = &sm.st;
+        else st = &sm.st[lc & 1];
+        load_stage<NW * 32>(*st, a, wsb + ((int64_t)lc * a.Hv + h) * WS_BYTES, h, hk, s, tc, (int)min((int64_t)CH, t0 + len - tc),
+                            tid, parts);
+    };
+    load(0, LD_ALL);
     for (int lc = 0; lc < chunks; ++lc) {
-        const scan_stage &st = sm.st[lc & 1];
+        const scan_stage *stp;
+        if constexpr (LEAN) stp = &sm.st;
+        else stp = &sm.st[lc & 1];
+        const scan_stage &st = *stp;
         const int64_t tc = t0 + (int64_t)lc * CH;
         const int n = (int)min((int64_t)CH, t0 + len - tc);
+        const bool more = lc + 1 < chunks;
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* the stage, and the state's planes, are in */
-        if (lc + 1 < chunks)
-            load_stage(sm.st[(lc + 1) & 1], a, wsb + ((int64_t)(lc + 1) * a.Hv + h) * WS_BYTES, h, hk, s, tc + CH,
-                       (int)min((int64_t)CH, t0 + len - tc - CH), tid);
+        if (!LEAN && more) load(lc + 1, LD_ALL);
         float qs0[2][4] = {}; /* a row warp's Q S0, for y */
         if (row_warp) { /* X = V - diag(G) K S0, and Q S0 */
             float ks0[2][4] = {};
-            times_state<DT>(ks0, qs0, st, sm, 16 * mt, n0, lane);
+            times_state<DT>(ks0, qs0, st, pl, 16 * mt, n0, lane);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 float x[4];
@@ -584,28 +625,33 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
                     const int r = r0 + (e >> 1) * 8, col = n0 + 8 * nt + 2 * t + (e & 1);
                     x[e] = __fsub_rn(in_f32<DT>(st.v[r * LDV + col]), __fmul_rn(st.gt.G[r], ks0[nt][e]));
                 }
-                put_cols(sm.xhi, sm.xlo, 16 * mt, n0 + 8 * nt, x, lane);
+                put_cols(pl.xhi, pl.xlo, 16 * mt, n0 + 8 * nt, x, lane);
             }
         }
         __syncthreads(); /* X */
-        if (row_warp) { /* U = A X; and diag(e) U */
-            float u[2][4] = {};
-            lower(u, st.ahi, st.alo, sm.xhi, sm.xlo, mt, n0, lane);
+        if (LEAN && more) load(lc + 1, LD_QV);
+        float u[2][4] = {}; /* U = A X */
+        if (row_warp) lower(u, st.ahi, st.alo, pl.xhi, pl.xlo, mt, n0, lane);
+        if (LEAN) {
+            __syncthreads(); /* X's and A's readers done: diag(e) U goes into X's planes */
+            if (more) load(lc + 1, LD_A);
+        }
+        if (row_warp) /* U and diag(e) U */
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 float eu[4];
 #pragma unroll
                 for (int e = 0; e < 4; ++e) eu[e] = __fmul_rn(st.gt.e[r0 + (e >> 1) * 8], u[nt][e]);
-                put_cols(sm.uhi, sm.ulo, 16 * mt, n0 + 8 * nt, u[nt], lane);
-                put_cols(sm.ehi, sm.elo, 16 * mt, n0 + 8 * nt, eu, lane);
+                put_cols(pl.uhi, pl.ulo, 16 * mt, n0 + 8 * nt, u[nt], lane);
+                put_cols(ehi, elo, 16 * mt, n0 + 8 * nt, eu, lane);
             }
-        }
         __syncthreads(); /* U */
         if (row_warp) { /* y = scale (diag(G) Q S0 + P U) */
             float pu[2][4] = {};
-            lower(pu, st.phi, st.plo, sm.uhi, sm.ulo, mt, n0, lane);
+            lower(pu, st.phi, st.plo, pl.uhi, pl.ulo, mt, n0, lane);
             put_y<DT, 2>(a, st.gt.G, tc, n, h, NS * s + n0, r0, t, &qs0[0][0], &pu[0][0]);
-        } else { /* S = G_{n-1} S0 + K^T diag(e) U */
+        }
+        if (state_warp) { /* S = G_{n-1} S0 + K^T diag(e) U */
             float ku[4][4] = {};
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
@@ -615,7 +661,7 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
                     uint32_t be[4]; /* diag(e) U's hi (0, 1) and lo (2, 3) */
-                    ldsm_b2(be, sm.ehi, sm.elo, 8 * nt, LDC, 16 * kb, lane);
+                    ldsm_b2(be, ehi, elo, 8 * nt, LDC, 16 * kb, lane);
                     mma(ku[nt], kh, be[0], be[1]);
                     mma(ku[nt], kh, be[2], be[3]);
                     if (DT == GDN_F16) mma(ku[nt], kl, be[0], be[1]);
@@ -628,8 +674,12 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
                 for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
             put_state(); /* the planes' readers (K S0, Q S0) are behind the barriers above */
         }
+        if (LEAN && more) {
+            __syncthreads(); /* the chunk's readers of k, P and the gates done */
+            load(lc + 1, LD_KPG);
+        }
     }
-    if (a.state_out && !row_warp)
+    if (a.state_out && state_warp)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -637,10 +687,10 @@ __global__ void __launch_bounds__(SCAN_THREADS, 1) gdn_chunk_scan(gdn_dev_args a
 }
 
 /* Lets the scan launch with the opt-in shared memory (once per dtype). */
-template <int DT>
+template <int DT, int NW>
 gdn_status allow_scan(void) {
     static int done = 0;
-    return gdn_cuda_allow_smem(gdn_chunk_scan<DT>, &done);
+    return gdn_cuda_allow_smem(gdn_chunk_scan<DT, NW>, &done);
 }
 
 /* One launch pair over the sequences of sq (their chunks in ws). */
@@ -648,13 +698,17 @@ template <int DT>
 gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
     const gdn_dev_args d = gdn_dev_args_of(p);
     cudaStream_t stream = (cudaStream_t)p->a.stream;
-    if (allow_scan<DT>() != GDN_OK) return GDN_ERR_DEVICE;
+    const dim3 grid((unsigned)(p->a.Dv / NS), (unsigned)p->a.Hv, (unsigned)sq.n);
+    /* more blocks than SMs: the 8-warp scan, two blocks an SM (the same bits) */
+    const bool lean = (int64_t)grid.x * grid.y * grid.z > (int64_t)gdn_cuda_sm_count();
+    if ((lean ? allow_scan<DT, 8>() : allow_scan<DT, 16>()) != GDN_OK) return GDN_ERR_DEVICE;
     /* both by programmatic dependent launch: each waits for the kernel before it, first thing */
     if (gdn_launch_pdl(gdn_chunk_prep<DT>, dim3((unsigned)sq.chunk0[sq.n], (unsigned)p->a.Hv), PREP_THREADS, 0, stream,
                        d, sq, ws) != GDN_OK)
         return GDN_ERR_DEVICE;
-    const dim3 grid((unsigned)(p->a.Dv / NS), (unsigned)p->a.Hv, (unsigned)sq.n);
-    return gdn_launch_pdl(gdn_chunk_scan<DT>, grid, SCAN_THREADS, (int)sizeof(scan_smem), stream, d, sq,
+    if (lean)
+        return gdn_launch_pdl(gdn_chunk_scan<DT, 8>, grid, 256, (int)sizeof(scan_lean), stream, d, sq, (const uint8_t *)ws);
+    return gdn_launch_pdl(gdn_chunk_scan<DT, 16>, grid, SCAN_THREADS, (int)sizeof(scan_smem), stream, d, sq,
                           (const uint8_t *)ws);
 }
 
