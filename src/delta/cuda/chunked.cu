@@ -399,8 +399,9 @@ struct scan_lean {
     scan_planes pl;
 };
 
-/* Parts of a stage, by when the scan is done with them: q and v after X, A after U, the rest after the chunk. */
-enum { LD_QV = 1, LD_A = 2, LD_KPG = 4, LD_ALL = 7 };
+/* Parts of a stage, by when the scan is done with them: q and v after X, A after U, the rest after the chunk; P is
+ * first needed after U. */
+enum { LD_QV = 1, LD_A = 2, LD_KG = 4, LD_P = 8, LD_ALL = 15 };
 
 /* Issues the loads of parts of one chunk's inputs (tokens tc .., n live) into a stage; hk = h / group. Thread tid
  * copies fixed pieces: its rows of q and k (load_rows), pieces tid, tid + THREADS, .. of v's rows (4 a row), of
@@ -422,7 +423,7 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
             cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
         }
     }
-    if (parts & LD_KPG) load_rows<THREADS>(st.k, a.k, a.Hk, hk, tc, n, tid);
+    if (parts & LD_KG) load_rows<THREADS>(st.k, a.k, a.Hk, hk, tc, n, tid);
 #pragma unroll
     for (int i = tid; i < CH * (CH / 8); i += THREADS) {
         const int r = i / (CH / 8), piece = i % (CH / 8);
@@ -430,9 +431,9 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
         uint16_t *dst = st.ahi + r * LDC + piece * 8;
 #pragma unroll
         for (int plane = 0; plane < 4; ++plane)
-            if (parts & (plane < 2 ? LD_A : LD_KPG)) cp16(dst + plane * (CH * LDC), src + plane * PLANE, 16);
+            if (parts & (plane < 2 ? LD_A : LD_P)) cp16(dst + plane * (CH * LDC), src + plane * PLANE, 16);
     }
-    for (int i = tid; i < (int)(sizeof(chunk_gates) / 16) && (parts & LD_KPG); i += THREADS)
+    for (int i = tid; i < (int)(sizeof(chunk_gates) / 16) && (parts & LD_KG); i += THREADS)
         cp16((uint8_t *)&st.gt + 16 * i, wsc + 4 * PLANE + 16 * i, 16);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -601,7 +602,9 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
         load_stage<NW * 32>(*st, a, wsb + ((int64_t)lc * a.Hv + h) * WS_BYTES, h, hk, s, tc, (int)min((int64_t)CH, t0 + len - tc),
                             tid, parts);
     };
-    load(0, LD_ALL);
+    /* 8 warps: P in a cp.async group of its own, waited for only before P U */
+    if (LEAN) load(0, LD_ALL & ~LD_P);
+    load(0, LEAN ? LD_P : LD_ALL);
     for (int lc = 0; lc < chunks; ++lc) {
         const scan_stage *stp;
         if constexpr (LEAN) stp = &sm.st;
@@ -610,7 +613,8 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
         const int64_t tc = t0 + (int64_t)lc * CH;
         const int n = (int)min((int64_t)CH, t0 + len - tc);
         const bool more = lc + 1 < chunks;
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        if (LEAN) asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* all but P */
+        else asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* the stage, and the state's planes, are in */
         if (!LEAN && more) load(lc + 1, LD_ALL);
         float qs0[2][4] = {}; /* a row warp's Q S0, for y */
@@ -645,7 +649,11 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
                 put_cols(pl.uhi, pl.ulo, 16 * mt, n0 + 8 * nt, u[nt], lane);
                 put_cols(ehi, elo, 16 * mt, n0 + 8 * nt, eu, lane);
             }
-        __syncthreads(); /* U */
+        if (LEAN) { /* P: behind it at most the next chunk's q, v and A */
+            if (more) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+            else asm volatile("cp.async.wait_all;\n" ::: "memory");
+        }
+        __syncthreads(); /* U (and P) */
         if (row_warp) { /* y = scale (diag(G) Q S0 + P U) */
             float pu[2][4] = {};
             lower(pu, st.phi, st.plo, pl.uhi, pl.ulo, mt, n0, lane);
@@ -676,7 +684,8 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
         }
         if (LEAN && more) {
             __syncthreads(); /* the chunk's readers of k, P and the gates done */
-            load(lc + 1, LD_KPG);
+            load(lc + 1, LD_KG);
+            load(lc + 1, LD_P);
         }
     }
     if (a.state_out && state_warp)
