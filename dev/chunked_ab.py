@@ -4,7 +4,8 @@ first build's, then the timing points alternating the builds (bench/chunked_h200
 medians). For a change meant to keep the bits (a new schedule of the same products).
 
     python3 dev/chunked_ab.py old=path/libgdn.so new=path/libgdn.so [--reps N]   (writes $OUT/chunked_ab.json)
-    ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 old=... new=...   (two calls a build)
+    ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 [--batch 16] old=... new=...   (two calls
+        a build)
 
 Cases: bf16 and f16, both state layouts, the log-decay and the raw gate, lengths off the chunk size, varlen batches.
 """
@@ -51,10 +52,11 @@ def main():
     ap.add_argument("builds", nargs="+", help="name=path/to/libgdn.so; the first is the reference")
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--once", type=int, default=0, help="only two calls a build at B = 1, T = ONCE (for a profiler)")
+    ap.add_argument("--batch", type=int, default=1, help="with --once: a varlen batch of BATCH windows of ONCE tokens")
     opt = ap.parse_args()
     libs = {n: gdn.load(p) for n, p in (b.split("=", 1) for b in opt.builds)}
     if opt.once:
-        s = C.inputs([opt.once])
+        s = C.inputs([opt.once] * opt.batch)
         for lib in libs.values():
             run = call(lib, s, gdn.BF16, gdn.STATE_KV, False)[0]
             run(), run()
