@@ -119,7 +119,7 @@ typedef struct gdn_delta_args {
     void *stream;                 /* the backend's stream (CUDA: a cudaStream_t); NULL: its default stream */
     const char *kernel;           /* NULL: the router chooses. Else a name from gdn_kernel_name(), optionally
                                    * with one of its variants: "name:variant" (gdn_kernel_variant_name); or
-                                   * "fastest": a chunked-contract kernel for windows of 128 tokens or more where
+                                   * "fastest": a chunked-contract kernel for windows of 64 tokens or more where
                                    * one is eligible, else the router's choice */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool (ignored with a runner) */
     const gdn_cpu_runner *cpu_runner; /* CPU: NULL runs on the library's pool; else on the engine's threads */
@@ -247,7 +247,7 @@ typedef struct gdn_layer_args {
     gdn_backend backend;
     void *stream;                 /* CUDA: a cudaStream_t; NULL: the default stream */
     const char *kernel;           /* NULL: routed; else one of gdn_layer_kernel_name(), or "fastest": routed, with
-                                   * windows of 128 tokens or more on the chunked prefill (docs/API.md) */
+                                   * windows of 64 tokens or more on the chunked prefill (docs/API.md) */
     int threads;                  /* CPU: at most this many pool threads; 0: the whole pool */
     const gdn_cpu_runner *cpu_runner;
     float *planes;                /* NULL: none; else f32 [3, T, Hv Dv] then [T, Hv Dv / 16]: y pre-scaled for a

@@ -78,10 +78,11 @@ gdn_status gdn__check_aligned(const gdn__aligned *list, size_t n);
 int gdn__call_threads(gdn_backend backend, const gdn_cpu_runner *runner, int threads);
 const gdn__kernel *gdn__route(const gdn__problem *p);
 /* args->kernel = "fastest": a kernel of the chunked contract where one is eligible and the window has at least
- * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. 128: the first window length above the crossover on the H200 at
- * B = 1, which lies between 96 and 128 tokens (bench/results/chunked_crossover_h200.json: 96 tokens exact 25.7 us,
- * chunked 29.1; 128: 32.1 and 29.1). */
-#define GDN_CHUNKED_MIN_T 128
+ * GDN_CHUNKED_MIN_T tokens, else gdn__route's choice. A rule per window, so that a sequence's kernel (and bits) never
+ * depends on the batch around it. 64, one chunk: on the H200 (bench/results/chunked_crossover_h200.json,
+ * docs/PERFORMANCE.md) the exact path is ahead only for a lone window below about 80 tokens (64: 18.2 against 20.2
+ * us), while in a batch of windows of 64 the chunked prefill takes a third of its time (16: 99 against 282 us). */
+#define GDN_CHUNKED_MIN_T 64
 const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
 /* The per-sequence arrays of a varlen batch, for gdn_delta and gdn_layer (src/core/sequences.c); each failure names
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above

@@ -7,7 +7,7 @@
  *     (skipped and permuted slots, in place; the batch of three Qwen-shaped sequences runs the 8-warp scan, each
  *     alone the 16-warp one), "fastest" batches of long and short windows too; bitwise the same
  *     for a window in one call and split at multiples of 64 tokens with the state carried;
- *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 128 tokens or more;
+ *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 64 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */
 #include <math.h>
 #include <stdlib.h>
@@ -300,7 +300,7 @@ TEST(chunked_batch_and_split_invariant) {
     static const int32_t long_lengths[] = {2048, 700, 3000}, long_slots[] = {2, 0, 1};
     check_batch("cuda_chunked", long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
     /* "fastest" over windows on both sides of its threshold: the long ones one chunked batch, the short ones exact */
-    static const int32_t mixed_lengths[] = {300, 5, 130, 64, 127, 1000, 1}, mixed_slots[] = {6, 0, -1, 4, 2, 5, 7};
+    static const int32_t mixed_lengths[] = {300, 5, 130, 64, 63, 1000, 1}, mixed_slots[] = {6, 0, -1, 4, 2, 5, 7};
     check_batch("fastest", mixed_lengths, mixed_slots, 7, 8, 2, 4, 64, 80);
 }
 
@@ -311,9 +311,9 @@ TEST(chunked_only_when_asked) {
     }
     const int chunked = kernel_index("cuda_chunked");
     for (int i = 0; i < 6; ++i) {
-        /* 0: eligible, T 2048; 1: T 127 (below the "fastest" threshold); 2: f32; 3: a plain decay gate; 4: Dk 64;
+        /* 0: eligible, T 2048; 1: T 63 (below the "fastest" threshold); 2: f32; 3: a plain decay gate; 4: Dk 64;
          * 5: Dv 48 */
-        case_cfg g = chunk_cfg(1, i == 1 ? 127 : i == 0 ? 2048 : 100, 1, 2, i == 5 ? 48 : 32, i == 2 ? GDN_F32 : GDN_BF16,
+        case_cfg g = chunk_cfg(1, i == 1 ? 63 : i == 0 ? 2048 : 100, 1, 2, i == 5 ? 48 : 32, i == 2 ? GDN_F32 : GDN_BF16,
                                i == 3 ? GDN_GATE_DECAY : GDN_GATE_LOG_DECAY, (uint64_t)(500 + i));
         if (i == 4) g.Dk = 64;
         gdn_case c, dc;
