@@ -520,10 +520,11 @@ __device__ __forceinline__ void lower(float (&acc)[2][4], const uint16_t *ahi, c
 }
 
 /* y = scale (diag(G) Q S0 + P U) of a thread's C fragments of NT tiles (qs, pu: [NT][4]; rows r0, r0 + 8 of the
- * chunk at token tc with n live, columns col0 + 8 nt + 2 t (+ 1) of head h), rounded to the dtype; masked tokens 0. */
+ * chunk at token tc with n live, their gates G[0], G[1]; columns col0 + 8 nt + 2 t (+ 1) of head h), rounded to the
+ * dtype; masked tokens 0. */
 template <int DT, int NT>
-__device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int64_t tc, int n, int64_t h, int64_t col0,
-                                      int r0, int t, const float *qs, const float *pu) {
+__device__ __forceinline__ void put_y(const gdn_dev_args &a, const float (&G)[2], int64_t tc, int n, int64_t h,
+                                      int64_t col0, int r0, int t, const float *qs, const float *pu) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int r = r0 + 8 * half;
@@ -537,7 +538,7 @@ __device__ __forceinline__ void put_y(const gdn_dev_args &a, const float *G, int
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int i = 4 * nt + 2 * half + e;
-                const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(G[r], qs[i]), pu[i]));
+                const float v = __fmul_rn(a.scale, __fadd_rn(__fmul_rn(G[half], qs[i]), pu[i]));
                 o[e] = DT == GDN_BF16 ? bf16_rn(live ? v : 0.0f) : f16_rn(live ? v : 0.0f);
             }
             *(uint32_t *)(yrow + 8 * nt) = pack(o[0], o[1]);
@@ -602,7 +603,7 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
         load_stage<NW * 32>(*st, a, wsb + ((int64_t)lc * a.Hv + h) * WS_BYTES, h, hk, s, tc, (int)min((int64_t)CH, t0 + len - tc),
                             tid, parts);
     };
-    /* 8 warps: P in a cp.async group of its own, waited for only before P U */
+    /* 8 warps: P in a cp.async group of its own, issued at the chunk's start and waited for only before P U */
     if (LEAN) load(0, LD_ALL & ~LD_P);
     load(0, LEAN ? LD_P : LD_ALL);
     for (int lc = 0; lc < chunks; ++lc) {
@@ -613,9 +614,10 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
         const int64_t tc = t0 + (int64_t)lc * CH;
         const int n = (int)min((int64_t)CH, t0 + len - tc);
         const bool more = lc + 1 < chunks;
-        if (LEAN) asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* all but P */
+        if (LEAN && lc == 0) asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* all but P */
         else asm volatile("cp.async.wait_all;\n" ::: "memory");
-        __syncthreads(); /* the stage, and the state's planes, are in */
+        __syncthreads(); /* the stage (8 warps: but P), and the state's planes, are in */
+        if (LEAN && lc > 0) load(lc, LD_P); /* the last chunk's readers of P are behind the barrier */
         if (!LEAN && more) load(lc + 1, LD_ALL);
         float qs0[2][4] = {}; /* a row warp's Q S0, for y */
         if (row_warp) { /* X = V - diag(G) K S0, and Q S0 */
@@ -654,12 +656,13 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
             else asm volatile("cp.async.wait_all;\n" ::: "memory");
         }
         __syncthreads(); /* U (and P) */
-        if (row_warp) { /* y = scale (diag(G) Q S0 + P U) */
+        const float Gr[2] = {st.gt.G[r0], st.gt.G[r0 + 8]}, Gn = st.gt.G[n - 1];
+        auto y_out = [&]() { /* y = scale (diag(G) Q S0 + P U) */
             float pu[2][4] = {};
             lower(pu, st.phi, st.plo, pl.uhi, pl.ulo, mt, n0, lane);
-            put_y<DT, 2>(a, st.gt.G, tc, n, h, NS * s + n0, r0, t, &qs0[0][0], &pu[0][0]);
-        }
-        if (state_warp) { /* S = G_{n-1} S0 + K^T diag(e) U */
+            put_y<DT, 2>(a, Gr, tc, n, h, NS * s + n0, r0, t, &qs0[0][0], &pu[0][0]);
+        };
+        auto state_step = [&]() { /* S = G_{n-1} S0 + K^T diag(e) U */
             float ku[4][4] = {};
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
@@ -675,17 +678,20 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
                     if (DT == GDN_F16) mma(ku[nt], kl, be[0], be[1]);
                 }
             }
-            const float Gn = st.gt.G[n - 1];
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
             put_state(); /* the planes' readers (K S0, Q S0) are behind the barriers above */
-        }
-        if (LEAN && more) {
-            __syncthreads(); /* the chunk's readers of k, P and the gates done */
-            load(lc + 1, LD_KG);
-            load(lc + 1, LD_P);
+        };
+        if (LEAN) { /* the state first, so that the next k and gates load while y is formed */
+            state_step();
+            __syncthreads(); /* the chunk's readers of k and the gates done */
+            if (more) load(lc + 1, LD_KG);
+            y_out();
+        } else {
+            if (row_warp) y_out();
+            if (state_warp) state_step();
         }
     }
     if (a.state_out && state_warp)
