@@ -4,8 +4,8 @@
  *     beta forms, masks, both layouts, GQA, with and without a state, windows of 1 .. 777 tokens: y within
  *     CHUNKED_Y_TOL of max |y|, the state within CHUNKED_S_TOL of max |S|, every element finite and written;
  *   - bitwise run to run; bitwise the same for a sequence alone and inside varlen batches of other sequences
- *     (skipped and permuted slots, in place; the batch of three Qwen-shaped sequences runs the 8-warp scan, each
- *     alone the 16-warp one), "fastest" batches of long and short windows too; bitwise the same
+ *     (skipped and permuted slots, in place; the batches of Qwen-shaped sequences, bf16 and f16, run the 8-warp
+ *     scan, each sequence alone the 16-warp one), "fastest" batches of long and short windows too; bitwise the same
  *     for a window in one call and split at multiples of 64 tokens with the state carried;
  *   - the router: never cuda_chunked by default; "fastest" takes it for eligible windows of 64 tokens or more;
  *     ineligible arguments named to it are refused with nothing written. */
@@ -197,10 +197,10 @@ static int slice_of(gdn_case *dst, const gdn_case *src, int64_t t0, int64_t nt, 
  * own choice): each sequence's y rows and state bitwise equal to the sequence alone by the same kernel, and, for
  * cuda_chunked, alone split at the last multiple of 64 below its length; a skipped sequence's rows +0. */
 static void check_batch(const char *kernel, const int32_t *lengths, const int32_t *slots, int nb, int n_slots,
-                        int64_t Hk, int64_t Hv, int64_t Dv, uint64_t seed) {
+                        int64_t Hk, int64_t Hv, int64_t Dv, gdn_dtype dt, uint64_t seed) {
     int32_t cu[9] = {0};
     for (int b = 0; b < nb; ++b) cu[b + 1] = cu[b] + lengths[b];
-    const case_cfg g = chunk_cfg(1, cu[nb], Hk, Hv, Dv, GDN_BF16, GDN_GATE_RAW, seed);
+    const case_cfg g = chunk_cfg(1, cu[nb], Hk, Hv, Dv, dt, GDN_GATE_RAW, seed);
     gdn_case c, dc;
     CHECK(case_init(&c, &g));
     const size_t per = (size_t)(g.Hv * g.Dk * g.Dv), npool = n_slots * per, ny = c.n_v * c.dsize;
@@ -292,16 +292,19 @@ TEST(chunked_batch_and_split_invariant) {
     }
     /* windows of these lengths, slots permuted in a pool of 7 (one sequence skipped) */
     static const int32_t lengths[] = {100, 64, 1, 300, 17, 129}, slots[] = {4, 0, 6, -1, 2, 5};
-    check_batch("cuda_chunked", lengths, slots, 6, 7, 2, 4, 64, 77);
+    check_batch("cuda_chunked", lengths, slots, 6, 7, 2, 4, 64, GDN_BF16, 77);
     /* every sequence skipped: y rows zero, no slot written */
     static const int32_t skip_lengths[] = {70, 5}, skip_slots[] = {-1, -1};
-    check_batch("cuda_chunked", skip_lengths, skip_slots, 2, 4, 1, 2, 32, 79);
+    check_batch("cuda_chunked", skip_lengths, skip_slots, 2, 4, 1, 2, 32, GDN_BF16, 79);
     /* the model's heads, prompts of thousands of tokens */
     static const int32_t long_lengths[] = {2048, 700, 3000}, long_slots[] = {2, 0, 1};
-    check_batch("cuda_chunked", long_lengths, long_slots, 3, 3, 16, 32, 128, 78);
+    check_batch("cuda_chunked", long_lengths, long_slots, 3, 3, 16, 32, 128, GDN_BF16, 78);
+    /* the same in f16, one sequence skipped, lengths off the chunk size (the batch on the 8-warp scan) */
+    static const int32_t f16_lengths[] = {257, 1000, 70, 500}, f16_slots[] = {4, -1, 0, 2};
+    check_batch("cuda_chunked", f16_lengths, f16_slots, 4, 5, 16, 32, 128, GDN_F16, 81);
     /* "fastest" over windows on both sides of its threshold: the long ones one chunked batch, the short ones exact */
     static const int32_t mixed_lengths[] = {300, 5, 130, 64, 63, 1000, 1}, mixed_slots[] = {6, 0, -1, 4, 2, 5, 7};
-    check_batch("fastest", mixed_lengths, mixed_slots, 7, 8, 2, 4, 64, 80);
+    check_batch("fastest", mixed_lengths, mixed_slots, 7, 8, 2, 4, 64, GDN_BF16, 80);
 }
 
 TEST(chunked_only_when_asked) {
