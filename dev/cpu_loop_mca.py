@@ -56,7 +56,7 @@ def body(lines):
     keep = []
     for l in lines:
         s = l.strip()
-        if not s or s.endswith(":") or s.startswith(".") or re.match(r"^j\w+\s", s):
+        if not s or s.endswith(":") or s.startswith(".") or s.startswith("#") or re.match(r"^j\w+\s", s):
             continue
         keep.append("\t" + s)
     return keep
@@ -67,8 +67,7 @@ def mix(instrs):
              "vector store": 0, "vector reg-reg move": 0, "scalar/other": 0}
     mem_fp = 0
     for ins in instrs:
-        op, _, args = ins.strip().partition("\t")
-        op = op.split()[0]
+        op, args = (re.split(r"\s+", ins.strip(), maxsplit=1) + [""])[:2]  # inline asm: a space, not a tab
         is_mem = "(" in args
         vec = "%zmm" in args or "%ymm" in args or "%xmm" in args
         if op.startswith("vfmadd") or op.startswith("vfnmadd") or op.startswith("vfmsub"):
