@@ -419,7 +419,8 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
 #pragma unroll
         for (int i = tid; i < CH * (NS / 8); i += THREADS) {
             const int r = i / (NS / 8), piece = i % (NS / 8);
-            const uint16_t *src = (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
+            const uint16_t *src =
+                (const uint16_t *)a.v + ((tc + (r < n ? r : n - 1)) * a.Hv + h) * a.Dv + NS * s + piece * 8;
             cp16(st.v + r * LDV + piece * 8, src, r < n ? 16 : 0);
         }
     }
@@ -462,11 +463,12 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
     stsm4t((m < 2 ? hi : lo) + (c0 + (lane & 7)) * LDC + m0 + 8 * (m & 1), r);
 }
 
-/* The scan's warps (16; with 8, warp w is row warp w and state warp w + 8). Row warps w < 8 hold a [16, 16] tile of the [C, 32] products (two 8-column tiles): rows 16 mt ..,
- * columns 16 ch .., with (mt, ch) = (w, 0) for w < 4 and (7 - w, 1) for w >= 4, so that the two row warps of a
- * scheduler (w % 4) hold row blocks j and 3 - j and the lower-triangular products give each scheduler 5 k blocks.
- * State warps w >= 8 hold the state's key rows 16 (w - 8) .. + 15, all 32 columns (four tiles). A fragment of the
- * input rows or of a plane is loaded once for two (row warps) or four (state warps) tiles. */
+/* The scan's warps (16; with 8, warp w is row warp w and state warp w + 8). Row warps w < 8 hold a [16, 16] tile of
+ * the [C, 32] products (two 8-column tiles): rows 16 mt .., columns 16 ch .., with (mt, ch) = (w, 0) for w < 4 and
+ * (7 - w, 1) for w >= 4, so that the two row warps of a scheduler (w % 4) hold row blocks j and 3 - j and the
+ * lower-triangular products give each scheduler 5 k blocks. State warps w >= 8 hold the state's key rows
+ * 16 (w - 8) .. + 15, all 32 columns (four tiles). A fragment of the input rows or of a plane is loaded once for two
+ * (row warps) or four (state warps) tiles. */
 
 /* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
 template <int DT>
@@ -558,7 +560,8 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     scan_smem_of<NW> &sm = *(scan_smem_of<NW> *)smem_raw;
     scan_planes &pl = sm.pl;
-    uint16_t *const ehi = LEAN ? pl.xhi : ((scan_smem *)smem_raw)->ehi, *const elo = LEAN ? pl.xlo : ((scan_smem *)smem_raw)->elo;
+    uint16_t *const ehi = LEAN ? pl.xhi : ((scan_smem *)smem_raw)->ehi; /* diag(e) U */
+    uint16_t *const elo = LEAN ? pl.xlo : ((scan_smem *)smem_raw)->elo;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = tid & 3;
     const bool row_warp = LEAN || w < 8, state_warp = LEAN || w >= 8;
@@ -595,22 +598,20 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
     };
     if (state_warp) put_state();
     const uint8_t *wsb = ws + (int64_t)sq.chunk0[b] * a.Hv * WS_BYTES;
+    auto stage = [&](int lc) -> scan_stage & { /* chunk lc's stage */
+        if constexpr (LEAN) return sm.st;
+        else return sm.st[lc & 1];
+    };
     auto load = [&](int lc, int parts) { /* chunk lc's parts into its stage */
         const int64_t tc = t0 + (int64_t)lc * CH;
-        scan_stage *st;
-        if constexpr (LEAN) st = &sm.st;
-        else st = &sm.st[lc & 1];
-        load_stage<NW * 32>(*st, a, wsb + ((int64_t)lc * a.Hv + h) * WS_BYTES, h, hk, s, tc, (int)min((int64_t)CH, t0 + len - tc),
-                            tid, parts);
+        load_stage<NW * 32>(stage(lc), a, wsb + ((int64_t)lc * a.Hv + h) * WS_BYTES, h, hk, s, tc,
+                            (int)min((int64_t)CH, t0 + len - tc), tid, parts);
     };
     /* 8 warps: P in a cp.async group of its own, issued at the chunk's start and waited for only before P U */
     if (LEAN) load(0, LD_ALL & ~LD_P);
     load(0, LEAN ? LD_P : LD_ALL);
     for (int lc = 0; lc < chunks; ++lc) {
-        const scan_stage *stp;
-        if constexpr (LEAN) stp = &sm.st;
-        else stp = &sm.st[lc & 1];
-        const scan_stage &st = *stp;
+        const scan_stage &st = stage(lc);
         const int64_t tc = t0 + (int64_t)lc * CH;
         const int n = (int)min((int64_t)CH, t0 + len - tc);
         const bool more = lc + 1 < chunks;
@@ -722,7 +723,8 @@ gdn_status launch(const gdn__problem *p, const chunk_seqs &sq, uint8_t *ws) {
                        d, sq, ws) != GDN_OK)
         return GDN_ERR_DEVICE;
     if (lean)
-        return gdn_launch_pdl(gdn_chunk_scan<DT, 8>, grid, 256, (int)sizeof(scan_lean), stream, d, sq, (const uint8_t *)ws);
+        return gdn_launch_pdl(gdn_chunk_scan<DT, 8>, grid, 8 * 32, (int)sizeof(scan_lean), stream, d, sq,
+                              (const uint8_t *)ws);
     return gdn_launch_pdl(gdn_chunk_scan<DT, 16>, grid, SCAN_THREADS, (int)sizeof(scan_smem), stream, d, sq,
                           (const uint8_t *)ws);
 }
