@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """cuda_chunked of two builds in one process: every case's y and final state compared bitwise (torch.equal) with the
 first build's, then the timing points alternating the builds (bench/chunked_h200.py's inputs, CUDA-graph replays,
-medians). For a change meant to keep the bits (a new schedule of the same products).
+medians). For a change meant to keep the bits (a new schedule of the same products); where the bits differ, the
+case prints max |new - old| / max |old| of y and of the state.
 
     python3 dev/chunked_ab.py old=path/libgdn.so new=path/libgdn.so [--reps N]   (writes $OUT/chunked_ab.json)
     ncu --kernel-name regex:gdn_chunk python3 dev/chunked_ab.py --once 2048 [--batch 16] old=... new=...   (two calls
@@ -47,6 +48,12 @@ def call(lib, s, dtype, layout, raw):
     return run, (y, st)
 
 
+def rel(x, ref):
+    """max |x - ref| / max |ref| (for builds that differ on purpose: a change of the products)."""
+    x, ref = x.double(), ref.double()
+    return ((x - ref).abs().max() / ref.abs().max()).item()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("builds", nargs="+", help="name=path/to/libgdn.so; the first is the reference")
@@ -79,10 +86,11 @@ def main():
             res[n] = (y.clone(), st.clone())
         eq = {n: torch.equal(res[n][0], res[first][0]) and torch.equal(res[n][1], res[first][1]) for n in libs}
         same &= all(eq.values())
-        out["cases"].append(dict(lengths=lengths, dtype=dt, layout=layout, raw=raw, bitwise=eq))
-        print("case %-24s dtype %d layout %d raw %d: %s" % (lengths, dt, layout, raw,
-                                                            " ".join("%s %s" % (n, "==" if e else "DIFFERS")
-                                                                     for n, e in eq.items())))
+        diff = {n: [rel(res[n][o], res[first][o]) for o in (0, 1)] for n in libs if not eq[n]}
+        out["cases"].append(dict(lengths=lengths, dtype=dt, layout=layout, raw=raw, bitwise=eq, rel_diff=diff))
+        print("case %-24s dtype %d layout %d raw %d: %s" % (
+            lengths, dt, layout, raw, " ".join("%s %s" % (n, "==" if e else "DIFFERS (y %.1e, state %.1e)" % tuple(
+                diff[n])) for n, e in eq.items())))
     points = [[64], [256], [2048], [8192], [2048] * 16, [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5],
               [128] * 16, [512] * 16, [2048] * 2]
     for lengths in points:

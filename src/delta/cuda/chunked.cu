@@ -11,8 +11,9 @@
  *     S     = G_{n-1} S0 + K^T diag(e) U
  * which is the recurrence of gdn.h token by token (decay, delta, write), regrouped. Two kernels a launch:
  *   gdn_chunk_prep  one block per (chunk, head), all chunks at once: the segment sums, K K^T and Q K^T, the
- *                   unit-lower solve of A (binary32, one column per lane pair); A and P = d (q k^T) as bf16 hi + lo
- *                   planes, and the gate vectors, into a workspace.
+ *                   unit-lower solve of A by 16 x 16 blocks (the diagonal ones by binary32 substitution, the rest
+ *                   on the tensor cores); A and P = d (q k^T) as bf16 hi + lo planes (their blocks on and left of
+ *                   the diagonal), and the gate vectors, into a workspace.
  *   gdn_chunk_scan  one block per (sequence, head, 32 value columns), the chunks in order: K S0 and Q S0, U = A X,
  *                   P U and K^T diag(e) U on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulate); the
  *                   state stays in f32 registers and enters the products as bf16 hi + lo (16 bits), as X and U do.
@@ -143,6 +144,12 @@ __device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const uint16_t *row) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_addr(row)));
+}
+/* an 8 x 8 matrix of b16 in the fragment layout (lane 4 g + t: row g, elements 2 t, 2 t + 1), transposed */
+__device__ __forceinline__ uint32_t movt(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
 }
 __device__ __forceinline__ void ldsm_a(uint32_t (&a)[4], const uint16_t *m, int ld, int m0, int k0, int lane) {
     ldsm4(a, m + (m0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + k0 + 8 * (lane >> 4));
@@ -323,7 +330,8 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             }
         }
     }
-    float kk[8][4] = {}; /* L = beta_i d_ij (k_i . k_j), j < i */
+    float kk[8][4] = {}; /* then L = beta_i d_ij (k_i . k_j), j < i: kept here for the solve's block products, and
+                          * the diagonal blocks also in lp for their substitution */
     gram<DT, 8>(kk, ks, 16 * w, ks, 0, 2 * w + 2, g, t);
     const float bi[2] = {beta[i0], beta[i0 + 8]};
 #pragma unroll
@@ -333,40 +341,128 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
         for (int e = 0; e < 4; ++e) {
             const int i = i0 + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
             float &l = lrows[e >> 1][j * (CH / 2)];
-            if (j < i) l = __fmul_rn(__fmul_rn(bi[e >> 1], l), kk[nt][e]);
+            kk[nt][e] = j < i ? __fmul_rn(__fmul_rn(bi[e >> 1], l), kk[nt][e]) : 0.0f;
+            if (nt >= 2 * w && j < i) l = kk[nt][e];
         }
     }
-    __syncthreads();
-    { /* column j of T = (I + L)^-1 by right-looking forward substitution, its rows split by parity between lanes
-       * l and l + 16 of warp j / 16; then A = T diag(beta). x[m] = 0 for m < j: the warp skips those steps. */
-        const int lane = tid & 31, j = 16 * w + (lane & 15), p = lane >> 4;
-        const float *lrow = lp + p * LP_PLANE; /* lrow[m C/2 + k] = L[2 k + p][m] */
-        float x[CH / 2]; /* rows 2 k + p */
+    __syncthreads(); /* lp's diagonal blocks are L; the k tile is free */
+    /* T = (I + L)^-1 by 16 x 16 blocks, then A = T diag(beta) into the workspace (the blocks right of the diagonal
+     * are not written: the scan reads none). T_ww = I + N_w by substitution, warp w; then one block diagonal a round,
+     * warp i forming T_ij (j = i - round) on the tensor cores, the identity's terms in the f32 accumulator and only
+     * the corrections split hi + lo (dev/chunk_solve_numerics.py, "blocked 16, tc+I"):
+     *     s = L_ij + sum_{k=j}^{i-1} L_ik M_kj  (M_jj = N_j, M_kj = T_kj),   T_ij = -s - N_i s
+     * M as bf16 hi + lo planes [column][row] (stride LDT) in the k tile's place. */
+    constexpr int LDT = CH + 4;
+    static_assert(2 * CH * LDT <= CH * LDK, "T's planes fit in the k tile");
+    uint16_t *const thi = ks, *const tlo = ks + CH * LDT;
+    uint16_t *const ahi = (uint16_t *)out, *const alo = (uint16_t *)(out + PLANE);
+    const int lane = tid & 31;
+    { /* column j of T_ww, its rows split by parity between lanes l and l + 16: right-looking forward substitution */
+        const int jl = lane & 15, p = lane >> 4, j = 16 * w + jl;
+        const float *lrow = lp + p * LP_PLANE + 8 * w; /* lrow[m C/2 + k] = L[16 w + 2 k + p][m] */
+        float x[8];                                     /* T[16 w + 2 k + p][j] */
 #pragma unroll
-        for (int k = 0; k < CH / 2; ++k) x[k] = 2 * k + p == j ? 1.0f : 0.0f;
+        for (int k = 0; k < 8; ++k) x[k] = 2 * k + p == jl ? 1.0f : 0.0f;
 #pragma unroll
-        for (int mb = 0; mb < CH / 16; ++mb) { /* steps by 16, so that the warp's skip is one branch a block */
-            if (mb < w) continue;
+        for (int m = 0; m < 16; ++m) {
+            const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], jl | ((m & 1) << 4));
 #pragma unroll
-            for (int m = 16 * mb; m < 16 * mb + 16; ++m) {
-                const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], (lane & 15) | ((m & 1) << 4));
+            for (int k4 = (m / 2) & ~3; k4 < 8; k4 += 4) {
+                const float4 l4 = *(const float4 *)&lrow[(16 * w + m) * (CH / 2) + k4];
+                const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
-                for (int k4 = (m / 2) & ~3; k4 < CH / 2; k4 += 4) {
-                    const float4 l4 = *(const float4 *)&lrow[m * (CH / 2) + k4];
-                    const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
-#pragma unroll
-                    for (int u = 0; u < 4; ++u)
-                        if (2 * (k4 + u) + p > m) x[k4 + u] = __fmaf_rn(-lv[u], xm, x[k4 + u]);
-                }
+                for (int u = 0; u < 4; ++u)
+                    if (2 * (k4 + u) + p > m) x[k4 + u] = __fmaf_rn(-lv[u], xm, x[k4 + u]);
             }
         }
-        uint16_t *hi = (uint16_t *)out, *lo = (uint16_t *)(out + PLANE);
         const float bj = beta[j];
 #pragma unroll
-        for (int k = 0; k < CH / 2; ++k) {
+        for (int k = 0; k < 8; ++k) {
+            const int r = 16 * w + 2 * k + p;
             uint16_t vh, vl;
             split(__fmul_rn(x[k], bj), vh, vl);
-            hi[(2 * k + p) * CH + j] = vh, lo[(2 * k + p) * CH + j] = vl;
+            ahi[r * CH + j] = vh, alo[r * CH + j] = vl;
+            split(2 * k + p == jl ? 0.0f : x[k], vh, vl);
+            thi[j * LDT + r] = vh, tlo[j * LDT + r] = vl;
+        }
+    }
+#pragma unroll
+    for (int d = 1; d < CH / 16; ++d) {
+        __syncthreads(); /* the blocks of the diagonals before */
+        const int i = w, j = w - d;
+        if (j < 0) continue;
+        float s[2][4] = {}; /* s, columns 16 j + 8 nt + 2 t (+ 1) of rows 16 i + g (+ 8) */
+#pragma unroll
+        for (int kb = 0; kb < CH / 16 - 1; ++kb) {
+            if (kb != j) continue;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[0][e] = kk[2 * kb][e], s[1][e] = kk[2 * kb + 1][e];
+        }
+#pragma unroll
+        for (int kb = 0; kb < CH / 16 - 1; ++kb) {
+            if (kb < j || kb >= i) continue;
+            uint32_t ah[4], al[4]; /* L_i,kb: the C fragments of tiles 2 kb, 2 kb + 1 are its A fragment */
+#pragma unroll
+            for (int f = 0; f < 4; ++f) {
+                const float *c = &kk[2 * kb + (f >> 1)][2 * (f & 1)];
+                uint16_t h0, l0, h1, l1;
+                split(c[0], h0, l0), split(c[1], h1, l1);
+                ah[f] = pack(h0, h1), al[f] = pack(l0, l1);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                uint32_t bh[2], bl[2];
+                frag_b(bh, thi, LDT, 16 * j + 8 * nt, 16 * kb, g, t);
+                frag_b(bl, tlo, LDT, 16 * j + 8 * nt, 16 * kb, g, t);
+                mma(s[nt], ah, bh[0], bh[1]);
+                mma(s[nt], ah, bl[0], bl[1]);
+                mma(s[nt], al, bh[0], bh[1]);
+            }
+        }
+        uint32_t nh[4], nl[4]; /* -N_i, A fragments read across the [column][row] planes */
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+            const int r = 16 * i + g + 8 * (f & 1), c = 16 * i + 2 * t + 8 * (f >> 1);
+            nh[f] = pack(thi[c * LDT + r], thi[(c + 1) * LDT + r]) ^ 0x80008000u;
+            nl[f] = pack(tlo[c * LDT + r], tlo[(c + 1) * LDT + r]) ^ 0x80008000u;
+        }
+        float tt[2][4]; /* T_ij = -s + (-N_i) s; s enters as the B operand, its 8 x 8 pieces transposed */
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            uint32_t sh[2], sl[2];
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                uint16_t h0, l0, h1, l1;
+                split(s[nt][2 * half], h0, l0), split(s[nt][2 * half + 1], h1, l1);
+                sh[half] = movt(pack(h0, h1)), sl[half] = movt(pack(l0, l1));
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) tt[nt][e] = -s[nt][e];
+            mma(tt[nt], nh, sh[0], sh[1]);
+            mma(tt[nt], nh, sl[0], sl[1]);
+            mma(tt[nt], nl, sh[0], sh[1]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const int col = 16 * j + 8 * nt + 2 * t;
+            const float bc[2] = {beta[col], beta[col + 1]};
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int row = 16 * i + g + 8 * half;
+                uint16_t h[2], l[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) split(__fmul_rn(tt[nt][2 * half + e], bc[e]), h[e], l[e]);
+                *(uint32_t *)&ahi[row * CH + col] = pack(h[0], h[1]);
+                *(uint32_t *)&alo[row * CH + col] = pack(l[0], l[1]);
+                if (i == CH / 16 - 1) continue; /* no later round reads the last block row */
+#pragma unroll
+                for (int e = 0; e < 2; ++e) split(tt[nt][2 * half + e], h[e], l[e]);
+                /* transposed: this lane now holds rows 16 i + 8 half + 2 t (+ 1) of column 16 j + 8 nt + g */
+                const uint32_t th = movt(pack(h[0], h[1])), tl = movt(pack(l[0], l[1]));
+                const int at_t = (16 * j + 8 * nt + g) * LDT + 16 * i + 8 * half + 2 * t;
+                *(uint32_t *)&thi[at_t] = th;
+                *(uint32_t *)&tlo[at_t] = tl;
+            }
         }
     }
     __syncthreads(); /* G and e */
