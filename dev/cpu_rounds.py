@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Rounds of `gdn bench --json`, one run per kernel a round, alternating, and per shape the median and range over
+the rounds of each run's ratios (time, % of the FMA peak, % of the copy rate, x floor): for a machine whose
+neighbours move its peaks between runs, where one run's ratio is one draw. Extra arguments go to every run (e.g.
+--beside: each row's floor probed between its own calls).
+
+    python3 dev/cpu_rounds.py --gdn build/cpu/gdn --rounds 7 --kernel packed_avx512 --kernel packed_decode_avx512 \
+        [--out rounds.jsonl] [-- --beside]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gdn", default="build/cpu/gdn")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--kernel", action="append", required=True)
+    ap.add_argument("--out", help="every JSON line, with its round, to this file")
+    ap.add_argument("extra", nargs="*", help="arguments for every gdn bench run (after --)")
+    opt = ap.parse_args()
+    rows = []
+    for r in range(opt.rounds):
+        for k in opt.kernel:
+            out = subprocess.run([opt.gdn, "bench", "--json", "--kernel", k] + opt.extra, check=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ).stdout
+            for line in out.splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    row["round"] = r
+                    rows.append(row)
+        print("round %d done" % (r + 1), file=sys.stderr)
+    if opt.out:
+        with open(opt.out, "w") as f:
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+    shapes = {}
+    for row in rows:
+        shapes.setdefault((row["mode"], row["B"], row["T"], row["kernel"]), []).append(row)
+
+    def stat(xs, fmt):
+        xs = [x for x in xs if x is not None]
+        if not xs:
+            return "-"
+        return (fmt + " [" + fmt + ".." + fmt + "]") % (statistics.median(xs), min(xs), max(xs))
+
+    print("%-8s %4s %5s %-22s %2s  %-26s %-22s %-22s %s" % ("mode", "B", "T", "kernel", "n", "ms median [range]",
+                                                            "%peak", "%bw", "x floor"))
+    for key in sorted(shapes):
+        rs = shapes[key]
+        floor = [r["ms_median"] / r["floor_ms"] if r.get("floor_ms") else None for r in rs]
+        print("%-8s %4d %5d %-22s %2d  %-26s %-22s %-22s %s" % (
+            key[0], key[1], key[2], key[3], len(rs), stat([r["ms_median"] for r in rs], "%.3f"),
+            stat([r["pct_peak_gflops"] for r in rs], "%.1f"), stat([r["pct_peak_gbps"] for r in rs], "%.1f"),
+            stat(floor, "%.2f")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
