@@ -16,7 +16,7 @@ enum { HK = 16, HV = 32, D = 128, MAX_SLOTS = 256, MAX_KERNELS = 32 };
                                * most this; --all times them everywhere */
 
 typedef struct bench_opts {
-    int json, quick, all, reps, beside;
+    int json, quick, all, reps;
     const char *kernel;
     gdn_dtype dtype;
     gdn_state_layout layout;
@@ -26,26 +26,13 @@ typedef struct bench_floor {
     double cpu_gflops, cpu_gbps, gpu_gflops, gpu_gbps;
 } bench_floor;
 
-/* --beside: after each timed call of a CPU kernel, a short probe of the floor that bounds the shape (one FMA trial
- * of ~5 ms, or one copy of `bytes`), so that the row's floor is the median of rates measured between its calls,
- * under the same load from the machine's neighbours. */
-enum { PROBE_NONE, PROBE_FMA, PROBE_COPY };
-typedef struct bench_probe {
-    int threads;
-    char *dst, *src;
-    size_t bytes;
-} bench_probe;
-
 /* One result line. */
 typedef struct bench_row {
     const char *kernel;
     gdn_backend backend;
     double ms_median, ms_min;
     int reps, slots;
-    int equal;      /* 1, 0, or -1: not checked */
-    int probe;      /* PROBE_*: which floor was probed beside the calls */
-    int probes;     /* how many times */
-    double beside;  /* the probes' median (GFLOP/s or GB/s) */
+    int equal; /* 1, 0, or -1: not checked */
 } bench_row;
 
 static size_t slot_bytes(const tool_case *c) {
@@ -54,20 +41,11 @@ static size_t slot_bytes(const tool_case *c) {
 
 /* Times `reps` in-place calls of CPU kernel `name`, one slot after another from slot 0, after one warm-up call
  * on the last slot when reps > 1 (every slot was written when it was filled; slot 0 first, so it is out of the
- * cache); row->probe != PROBE_NONE: that probe after every reps/8-th timed call (at least 8 probes, each call
- * right after a probe the only one it can disturb), its median into row->beside. */
-static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int reps, const bench_probe *pr,
-                           bench_row *row) {
-    double *t = malloc(sizeof(double) * (size_t)reps), *rate = malloc(sizeof(double) * (size_t)reps);
-    if (!t || !rate) {
-        free(t);
-        free(rate);
-        return GDN_ERR_OUT_OF_MEMORY;
-    }
+ * cache). */
+static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int reps, bench_row *row) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    if (!t) return GDN_ERR_OUT_OF_MEMORY;
     gdn_status st = GDN_OK;
-    const int every = reps / 8 > 1 ? reps / 8 : 1;
-    int probes = 0;
-    row->probes = 0;
     for (int i = reps > 1 ? -1 : 0; i < reps && st == GDN_OK; ++i) {
         tool_case *c = &slots[(i + n_slots) % n_slots];
         gdn_delta_args a = c->a;
@@ -75,22 +53,15 @@ static gdn_status time_cpu(tool_case *slots, int n_slots, const char *name, int 
         a.state_in = a.state_out = c->state;
         const double t0 = tool_now();
         st = gdn_delta(&a);
-        if (i < 0) continue;
-        t[i] = tool_now() - t0;
-        if (row->probe == PROBE_NONE || (i + 1) % every != 0) continue;
-        rate[probes++] = row->probe == PROBE_FMA ? tool_fma_probe_gflops(pr->threads)
-                                                 : tool_copy_once_gbps(pr->threads, pr->dst, pr->src, pr->bytes);
+        if (i >= 0) t[i] = tool_now() - t0;
     }
     if (st == GDN_OK) {
         row->ms_median = tool_median(t, reps) * 1e3;
         row->ms_min = t[0] * 1e3; /* t is sorted now */
         row->reps = reps;
         row->slots = n_slots;
-        row->beside = probes > 0 ? tool_median(rate, probes) : 0.0;
-        row->probes = probes;
     }
     free(t);
-    free(rate);
     return st;
 }
 
@@ -115,8 +86,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
     const gdn_delta_args *a = &c->a;
     const double flops = tool_case_flops(a), bytes = tool_case_bytes(a), sec = r->ms_median * 1e-3;
     const int gpu = r->backend == GDN_BACKEND_CUDA;
-    const double peak_gflops = gpu ? fl->gpu_gflops : r->probe == PROBE_FMA ? r->beside : fl->cpu_gflops;
-    const double peak_gbps = gpu ? fl->gpu_gbps : r->probe == PROBE_COPY ? r->beside : fl->cpu_gbps;
+    const double peak_gflops = gpu ? fl->gpu_gflops : fl->cpu_gflops, peak_gbps = gpu ? fl->gpu_gbps : fl->cpu_gbps;
     const double gflops = flops / sec * 1e-9, gbps = bytes / sec * 1e-9;
     /* the floor: the larger of the flop time at the FMA peak and the byte time at the copy bandwidth */
     const double t_flops = peak_gflops > 0.0 ? flops / (peak_gflops * 1e9) : NAN;
@@ -130,8 +100,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
         printf("{\"backend\":\"%s\",\"kernel\":\"%s\",\"mode\":\"%s\",\"B\":%lld,\"T\":%lld,\"Hk\":%lld,\"Hv\":%lld,"
                "\"Dk\":%lld,\"Dv\":%lld,\"dtype\":\"%s\",\"layout\":\"%s\",\"threads\":%d,\"ms_median\":%.6g,\"ms_min\":%.6g,\"reps\":%d,"
                "\"pool_slots\":%d,\"pool_mb\":%.1f,\"gflops\":%s,\"gbps\":%s,\"peak_gflops\":%s,\"peak_gbps\":%s,"
-               "\"pct_peak_gflops\":%s,\"pct_peak_gbps\":%s,\"floor_ms\":%s,\"floor_beside\":%s,\"bitwise_equal_ref\":%s,"
-               "\"device\":\"%s\"}\n",
+               "\"pct_peak_gflops\":%s,\"pct_peak_gbps\":%s,\"floor_ms\":%s,\"bitwise_equal_ref\":%s,\"device\":\"%s\"}\n",
                gpu ? "cuda" : "cpu", r->kernel, mode, (long long)a->B, (long long)a->T, (long long)a->Hk, (long long)a->Hv,
                (long long)a->Dk, (long long)a->Dv, tool_dtype_name(a->dtype), a->state_layout == GDN_STATE_KV ? "kv" : "vk",
                gpu ? 1 : gdn_cpu_threads(), r->ms_median,
@@ -139,8 +108,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
                json_num(j[0], sizeof j[0], gflops), json_num(j[1], sizeof j[1], gbps),
                json_num(j[2], sizeof j[2], peak_gflops), json_num(j[3], sizeof j[3], peak_gbps),
                json_num(j[4], sizeof j[4], pct_gflops), json_num(j[5], sizeof j[5], pct_gbps),
-               json_num(j[6], sizeof j[6], floor_ms),
-               r->probe == PROBE_FMA ? "\"fma\"" : r->probe == PROBE_COPY ? "\"copy\"" : "null", eq,
+               json_num(j[6], sizeof j[6], floor_ms), eq,
                gpu ? tool_cuda_device_name() : tool_cpu_model());
     } else {
         printf("%-7s %4lld %5lld  %-18s %-4s %10.3f %9.1f %6.1f%% %8.1f %6.1f%% %9.3f %6.2fx  %-5s %4d\n", mode,
@@ -153,8 +121,7 @@ static void emit(const bench_opts *o, const char *mode, const tool_case *c, cons
 
 /* One shape: a pool of slots, ref's outputs on slot 0, every selected kernel checked then timed. Returns the
  * number of kernels that differ from ref or failed. */
-static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t T, const bench_floor *fl,
-                       const bench_probe *pr, uint64_t seed) {
+static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t T, const bench_floor *fl, uint64_t seed) {
     const tool_spec sp = {.B = B, .T = T, .Hk = HK, .Hv = HV, .Dk = D, .Dv = D, .dtype = o->dtype,
                           .gate_kind = GDN_GATE_RAW, .beta_kind = GDN_BETA_LOGIT, .layout = o->layout};
     tool_case *slots = calloc(MAX_SLOTS, sizeof *slots);
@@ -199,7 +166,7 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         const int fallback = be == GDN_BACKEND_CPU && (!routed || strcmp(name, routed) != 0);
         if (o->kernel ? strcmp(o->kernel, name) != 0 : fallback && !o->all && B * T > SMALL_TOKENS) continue;
         bench_row *r = &rows[n_rows];
-        *r = (bench_row){name, be, 0.0, 0.0, 0, 0, -1, PROBE_NONE, 0, 0.0};
+        *r = (bench_row){name, be, 0.0, 0.0, 0, 0, -1};
         gdn_status st;
         if (be == GDN_BACKEND_CUDA) {
             if (tool_cuda_devices() == 0) continue;
@@ -229,11 +196,7 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         bench_row *r = &rows[k];
         if (r->backend == GDN_BACKEND_CPU) {
             const int reps = auto_reps(o, first_sec[k]);
-            if (pr) /* the floor that bounds the shape at the peaks measured at the start */
-                r->probe = tool_case_flops(&slots[0].a) / fl->cpu_gflops > tool_case_bytes(&slots[0].a) / fl->cpu_gbps
-                               ? PROBE_FMA
-                               : PROBE_COPY;
-            const gdn_status st = time_cpu(slots, n_slots, r->kernel, reps, pr, r);
+            const gdn_status st = time_cpu(slots, n_slots, r->kernel, reps, r);
             if (st != GDN_OK) {
                 fprintf(stderr, "[bench] %s failed: %s\n", r->kernel, gdn_status_str(st));
                 failures++;
@@ -242,9 +205,6 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         }
         fprintf(stderr, "[bench] %s B=%lld T=%lld %s: %.3f ms median of %d%s\n", mode, (long long)B, (long long)T, r->kernel,
                 r->ms_median, r->reps, r->equal == 0 ? " (DIFFERS from ref)" : "");
-        if (r->probe != PROBE_NONE)
-            fprintf(stderr, "[bench]   beside its calls: %s %.1f %s (median of %d)\n", r->probe == PROBE_FMA ? "FMA" : "copy",
-                    r->beside, r->probe == PROBE_FMA ? "GFLOP/s" : "GB/s", r->probes);
         emit(o, mode, &slots[0], r, fl);
     }
     goto done;
@@ -271,8 +231,6 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->quick = 1;
         } else if (strcmp(argv[i], "--all") == 0) {
             o->all = 1;
-        } else if (strcmp(argv[i], "--beside") == 0) {
-            o->beside = 1;
         } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
             o->kernel = argv[++i];
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
@@ -307,13 +265,11 @@ int tool_bench(int argc, char **argv) {
     const int parsed = parse(argc, argv, &o);
     if (parsed != 1) {
         fprintf(parsed < 0 ? stdout : stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
-                        "                 [--layout vk|kv] [--beside]\n"
+                        "                 [--layout vk|kv]\n"
                         "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
                         "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
                         "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
-                        "  object per line on stdout; --layout: the state layout (default vk); --beside: a CPU row's floor\n"
-                        "  from a short probe (FMA or copy, whichever bounds the shape) after each of its timed calls,\n"
-                        "  the probes' median, for machines whose neighbours move the peaks within a run\n");
+                        "  object per line on stdout; --layout: the state layout (default vk)\n");
         return parsed < 0 ? 0 : 2;
     }
     if (o.kernel) {
@@ -341,11 +297,8 @@ int tool_bench(int argc, char **argv) {
                tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps);
         if (fl.gpu_gflops > 0.0)
             printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
-        printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n",
+        printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
                HK, HV, D, tool_dtype_name(o.dtype), o.layout == GDN_STATE_KV ? "KV" : "VK");
-        if (o.beside)
-            printf("--beside: a CPU row's bounding peak (FMA or copy) is the median of probes run between its calls\n");
-        printf("\n");
         printf("%-7s %4s %5s  %-18s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
                "ms median", "GFLOP/s", "%peak", "GB/s", "%bw", "floor ms", "/floor", "==ref", "pool");
     }
@@ -353,25 +306,9 @@ int tool_bench(int argc, char **argv) {
     static const int64_t quick_T[] = {1, 64, 2048}, quick_B[] = {1, 64};
     const int64_t *pt = o.quick ? quick_T : prefill_T, *db = o.quick ? quick_B : decode_B;
     const int npt = o.quick ? 3 : 6, ndb = o.quick ? 2 : 4;
-    /* --beside: copies of 2 x the last-level cache, at least 64 MiB, so that each one leaves the cache */
-    bench_probe probe = {threads, NULL, NULL, 2 * tool_llc_bytes()};
-    if (probe.bytes < ((size_t)64 << 20)) probe.bytes = (size_t)64 << 20;
-    if (o.beside && (fl.cpu_gflops <= 0.0 || fl.cpu_gbps <= 0.0 || !(probe.dst = malloc(probe.bytes)) ||
-                     !(probe.src = malloc(probe.bytes)))) {
-        fprintf(stderr, "gdn bench: --beside needs an FMA peak and %.0f MiB twice\n", (double)probe.bytes / 1048576.0);
-        free(probe.dst);
-        return 1;
-    }
-    if (o.beside) {
-        memset(probe.src, 1, probe.bytes);
-        memset(probe.dst, 2, probe.bytes);
-    }
-    const bench_probe *pr = o.beside ? &probe : NULL;
     int failures = 0;
-    for (int i = 0; i < npt; ++i) failures += bench_shape(&o, "prefill", 1, pt[i], &fl, pr, 1000 + (uint64_t)i * 1000);
-    for (int i = 0; i < ndb; ++i) failures += bench_shape(&o, "decode", db[i], 1, &fl, pr, 9000 + (uint64_t)i * 1000);
+    for (int i = 0; i < npt; ++i) failures += bench_shape(&o, "prefill", 1, pt[i], &fl, 1000 + (uint64_t)i * 1000);
+    for (int i = 0; i < ndb; ++i) failures += bench_shape(&o, "decode", db[i], 1, &fl, 9000 + (uint64_t)i * 1000);
     if (failures) fprintf(stderr, "[bench] %d failures\n", failures);
-    free(probe.dst);
-    free(probe.src);
     return failures ? 1 : 0;
 }

@@ -264,31 +264,11 @@ static void *copy_worker(void *arg) {
     return NULL;
 }
 
-/* One copy split over `threads` threads (thread start-up, some 0.1% of a 256 MiB copy, counts). */
-double tool_copy_once_gbps(int threads, char *dst, const char *src, size_t bytes) {
-    enum { MAX_THREADS = 64 };
+/* Best of a few copies of 256 MiB split over `threads` threads (thread start-up, some 0.1% of a copy, counts). */
+double tool_copy_gbps(int threads) {
+    enum { MAX_THREADS = 64, TRIALS = 4 };
     if (threads < 1) threads = 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
-    const size_t chunk = (bytes / (size_t)threads) & ~(size_t)4095;
-    pthread_t tid[MAX_THREADS];
-    int started[MAX_THREADS];
-    copy_job jobs[MAX_THREADS];
-    const double t0 = tool_now();
-    for (int t = 0; t < threads; ++t) {
-        const size_t off = (size_t)t * chunk;
-        jobs[t] = (copy_job){dst + off, src + off, t == threads - 1 ? bytes - off : chunk};
-        started[t] = t > 0 && pthread_create(&tid[t], NULL, copy_worker, &jobs[t]) == 0;
-    }
-    for (int t = 0; t < threads; ++t)
-        if (!started[t]) copy_worker(&jobs[t]);
-    for (int t = 1; t < threads; ++t)
-        if (started[t]) pthread_join(tid[t], NULL);
-    return 2.0 * (double)bytes / (tool_now() - t0) * 1e-9;
-}
-
-/* Best of a few copies of 256 MiB. */
-double tool_copy_gbps(int threads) {
-    enum { TRIALS = 4 };
     const size_t bytes = (size_t)256 << 20;
     char *src = malloc(bytes), *dst = malloc(bytes);
     if (!src || !dst) {
@@ -298,9 +278,23 @@ double tool_copy_gbps(int threads) {
     }
     memset(src, 1, bytes);
     memset(dst, 2, bytes);
+    const size_t chunk = (bytes / (size_t)threads) & ~(size_t)4095;
     double best = 0.0;
     for (int trial = 0; trial < TRIALS; ++trial) {
-        const double gbps = tool_copy_once_gbps(threads, dst, src, bytes);
+        pthread_t tid[MAX_THREADS];
+        int started[MAX_THREADS];
+        copy_job jobs[MAX_THREADS];
+        const double t0 = tool_now();
+        for (int t = 0; t < threads; ++t) {
+            const size_t off = (size_t)t * chunk;
+            jobs[t] = (copy_job){dst + off, src + off, t == threads - 1 ? bytes - off : chunk};
+            started[t] = t > 0 && pthread_create(&tid[t], NULL, copy_worker, &jobs[t]) == 0;
+        }
+        for (int t = 0; t < threads; ++t)
+            if (!started[t]) copy_worker(&jobs[t]);
+        for (int t = 1; t < threads; ++t)
+            if (started[t]) pthread_join(tid[t], NULL);
+        const double gbps = 2.0 * (double)bytes / (tool_now() - t0) * 1e-9;
         if (gbps > best) best = gbps;
     }
     free(src);

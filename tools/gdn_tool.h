@@ -75,22 +75,17 @@ double tool_median(double *x, int n);  /* sorts x */
 double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n);
 
 /* The machine's floors, measured on `threads` threads. */
-double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: FMA with the widest ISA (AVX-512, AVX2), 0 if none:
-                                               best of 3 trials of ~40 ms */
-double tool_fma_probe_gflops(int threads);  /* the same, one trial of ~5 ms (a probe beside each timed call) */
+double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: FMA with the widest ISA (AVX-512, AVX2), 0 if none */
 const char *tool_fma_peak_isa(void);        /* the ISA it measures: "AVX-512", "AVX2" or "none" */
-/* tools/peak_avx512.c: best of `trials` trials of ~40 ms / 2^shift; 0 without AVX-512 (threads < 0: 1 with it) */
-double tool_fma_avx512_gflops(int threads, int trials, int shift);
-/* The peak's harness (tools/peak_avx2.c): best of `trials` trials of worker(&job) on every thread, job.iters
- * iterations of flops_per_iter each. */
+double tool_fma_peak_avx512_gflops(int threads); /* tools/peak_avx512.c: 0 without AVX-512 */
+/* The peak's harness (tools/peak_avx2.c): best of 3 trials of worker(&job) on every thread, job.iters iterations of
+ * flops_per_iter each. */
 typedef struct tool_peak_job {
     int64_t iters;
     float sink; /* keeps the chains alive */
 } tool_peak_job;
-double tool_peak_trials(void *(*worker)(void *), int threads, int trials, int64_t iters, double flops_per_iter);
-double tool_copy_gbps(int threads);         /* memcpy of a large buffer, bytes read + written: best of 4 of 256 MiB */
-/* One memcpy of `bytes` from src to dst split over `threads` threads (a probe beside each timed call), GB/s */
-double tool_copy_once_gbps(int threads, char *dst, const char *src, size_t bytes);
+double tool_peak_trials(void *(*worker)(void *), int threads, int64_t iters, double flops_per_iter);
+double tool_copy_gbps(int threads);         /* memcpy of a large buffer, bytes read + written */
 size_t tool_llc_bytes(void);                /* last-level cache, 32 MiB when unknown */
 const char *tool_cpu_model(void);
 

@@ -6,14 +6,14 @@
 
 #include "gdn_tool.h"
 
-/* Best of `trials` trials of `iters` iterations of `worker` on every thread, all started together (start-up is well
+/* Best of a few trials of `iters` iterations of `worker` on every thread, all started together (start-up is well
  * under 1% of a trial); flops_per_iter per thread and iteration. */
-double tool_peak_trials(void *(*worker)(void *), int threads, int trials, int64_t iters, double flops_per_iter) {
-    enum { MAX_THREADS = 256 };
+double tool_peak_trials(void *(*worker)(void *), int threads, int64_t iters, double flops_per_iter) {
+    enum { MAX_THREADS = 256, TRIALS = 3 };
     if (threads < 1) threads = 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     double best = 0.0;
-    for (int trial = 0; trial < trials; ++trial) {
+    for (int trial = 0; trial < TRIALS; ++trial) {
         pthread_t tid[MAX_THREADS];
         int started[MAX_THREADS];
         tool_peak_job jobs[MAX_THREADS];
@@ -66,21 +66,18 @@ static void *fma_worker(void *arg) {
     return NULL;
 }
 
-/* Best of `trials` trials at the widest ISA, each ~40 ms / 2^shift. */
-static double fma_gflops(int threads, int trials, int shift) {
-    const double wide = tool_fma_avx512_gflops(threads, trials, shift);
+/* Trials of ~40 ms at the widest ISA. */
+double tool_fma_peak_gflops(int threads) {
+    const double wide = tool_fma_peak_avx512_gflops(threads);
     if (wide > 0.0) return wide;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
-    return tool_peak_trials(fma_worker, threads, trials, ((int64_t)1 << 24) >> shift, FLOPS_PER_ITER);
+    return tool_peak_trials(fma_worker, threads, (int64_t)1 << 24, FLOPS_PER_ITER);
 }
-
-double tool_fma_peak_gflops(int threads) { return fma_gflops(threads, 3, 0); }
-double tool_fma_probe_gflops(int threads) { return fma_gflops(threads, 1, 3); }
 
 const char *tool_fma_peak_isa(void) {
     __builtin_cpu_init();
-    return tool_fma_avx512_gflops(-1, 0, 0) > 0.0                                 ? "AVX-512"
+    return tool_fma_peak_avx512_gflops(-1) > 0.0                                  ? "AVX-512"
            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "AVX2"
                                                                                   : "none";
 }
@@ -88,7 +85,6 @@ const char *tool_fma_peak_isa(void) {
 #else
 
 double tool_fma_peak_gflops(int threads) { return threads < 0 ? -1.0 : 0.0; }
-double tool_fma_probe_gflops(int threads) { return threads < 0 ? -1.0 : 0.0; }
 const char *tool_fma_peak_isa(void) { return "none"; }
 
 #endif

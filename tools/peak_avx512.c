@@ -25,17 +25,17 @@ static void *fma512_worker(void *arg) {
 }
 
 /* threads < 0: only whether the CPU has it (1 or 0), nothing measured. */
-double tool_fma_avx512_gflops(int threads, int trials, int shift) {
+double tool_fma_peak_avx512_gflops(int threads) {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) return 0.0;
     if (threads < 0) return 1.0;
-    return tool_peak_trials(fma512_worker, threads, trials, ((int64_t)1 << 23) >> shift, FLOPS_PER_ITER);
+    return tool_peak_trials(fma512_worker, threads, (int64_t)1 << 23, FLOPS_PER_ITER);
 }
 
 #else
 
-double tool_fma_avx512_gflops(int threads, int trials, int shift) {
-    (void)threads, (void)trials, (void)shift;
+double tool_fma_peak_avx512_gflops(int threads) {
+    (void)threads;
     return 0.0;
 }
 
