@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Rounds of `gdn bench --json`, one run per kernel a round, alternating, and per shape the median and range over
-the rounds of each run's ratios (time, % of the FMA peak, % of the copy rate, x floor): for a machine whose
-neighbours move its peaks between runs, where one run's ratio is one draw. Extra arguments go to every run (e.g.
---beside: each row's floor probed between its own calls).
+the rounds of each run's ratios (time, % of the FMA peak, % of the copy rate, x floor; and the ratios of each run's
+fastest call, a call the neighbours disturbed least, against the same best-of peaks): for a machine whose
+neighbours move its peaks between runs, where one run's ratio is one draw. Extra arguments (after --) go to every
+run.
 
     python3 dev/cpu_rounds.py --gdn build/cpu/gdn --rounds 7 --kernel packed_avx512 --kernel packed_decode_avx512 \
-        [--out rounds.jsonl] [-- --beside]
+        [--out rounds.jsonl] [-- --layout kv]
 """
 import argparse
 import json
@@ -47,15 +48,16 @@ def main():
             return "-"
         return (fmt + " [" + fmt + ".." + fmt + "]") % (statistics.median(xs), min(xs), max(xs))
 
-    print("%-8s %4s %5s %-22s %2s  %-26s %-22s %-22s %s" % ("mode", "B", "T", "kernel", "n", "ms median [range]",
-                                                            "%peak", "%bw", "x floor"))
+    print("%-8s %4s %5s %-22s %2s  %-26s %-22s %-22s %-19s %s" % (
+        "mode", "B", "T", "kernel", "n", "ms median [range]", "%peak", "%bw", "x floor", "best call: %peak %bw"))
     for key in sorted(shapes):
         rs = shapes[key]
         floor = [r["ms_median"] / r["floor_ms"] if r.get("floor_ms") else None for r in rs]
-        print("%-8s %4d %5d %-22s %2d  %-26s %-22s %-22s %s" % (
+        best = lambda f: [r[f] * r["ms_median"] / r["ms_min"] if r.get(f) is not None else None for r in rs]
+        print("%-8s %4d %5d %-22s %2d  %-26s %-22s %-22s %-19s %s %s" % (
             key[0], key[1], key[2], key[3], len(rs), stat([r["ms_median"] for r in rs], "%.3f"),
             stat([r["pct_peak_gflops"] for r in rs], "%.1f"), stat([r["pct_peak_gbps"] for r in rs], "%.1f"),
-            stat(floor, "%.2f")))
+            stat(floor, "%.2f"), stat(best("pct_peak_gflops"), "%.1f"), stat(best("pct_peak_gbps"), "%.1f")))
     return 0
 
 
