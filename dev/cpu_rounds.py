@@ -3,7 +3,8 @@
 the rounds of each run's ratios (time, % of the FMA peak, % of the copy rate, x floor; and the ratios of each run's
 fastest call, a call the neighbours disturbed least, against the same best-of peaks): for a machine whose
 neighbours move its peaks between runs, where one run's ratio is one draw. Extra arguments (after --) go to every
-run.
+run. Each row goes to --out as it comes; an interrupt (Ctrl-C, or the TERM of `timeout`) summarizes the rounds so
+far.
 
     python3 dev/cpu_rounds.py --gdn build/cpu/gdn --rounds 7 --kernel packed_avx512 --kernel packed_decode_avx512 \
         [--out rounds.jsonl] [-- --layout kv]
@@ -11,6 +12,7 @@ run.
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -25,19 +27,28 @@ def main():
     ap.add_argument("extra", nargs="*", help="arguments for every gdn bench run (after --)")
     opt = ap.parse_args()
     rows = []
-    for r in range(opt.rounds):
-        for k in opt.kernel:
-            out = subprocess.run([opt.gdn, "bench", "--json", "--kernel", k] + opt.extra, check=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ).stdout
-            for line in out.splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    row["round"] = r
-                    rows.append(row)
-        print("round %d done" % (r + 1), file=sys.stderr)
-    if opt.out:
-        with open(opt.out, "w") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
+    sink = open(opt.out, "w") if opt.out else None
+    try:
+        for r in range(opt.rounds):
+            for k in opt.kernel:
+                out = subprocess.run([opt.gdn, "bench", "--json", "--kernel", k] + opt.extra, check=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ).stdout
+                for line in out.splitlines():
+                    if line.strip():
+                        row = json.loads(line)
+                        row["round"] = r
+                        rows.append(row)
+                        if sink:
+                            sink.write(json.dumps(row) + "\n")
+                            sink.flush()
+            print("round %d done" % (r + 1), file=sys.stderr, flush=True)
+    except KeyboardInterrupt:  # (and SIGTERM, below): the rounds so far are summarized
+        print("interrupted: %d rows" % len(rows), file=sys.stderr)
+    summarize(rows)
+    return 0
+
+
+def summarize(rows):
     shapes = {}
     for row in rows:
         shapes.setdefault((row["mode"], row["B"], row["T"], row["kernel"]), []).append(row)
@@ -58,8 +69,9 @@ def main():
             key[0], key[1], key[2], key[3], len(rs), stat([r["ms_median"] for r in rs], "%.3f"),
             stat([r["pct_peak_gflops"] for r in rs], "%.1f"), stat([r["pct_peak_gbps"] for r in rs], "%.1f"),
             stat(floor, "%.2f"), stat(best("pct_peak_gflops"), "%.1f"), stat(best("pct_peak_gbps"), "%.1f")))
-    return 0
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `timeout` ends the rounds, not the summary
     sys.exit(main())
