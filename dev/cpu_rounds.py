@@ -11,7 +11,6 @@ far.
 """
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ def main():
         for r in range(opt.rounds):
             for k in opt.kernel:
                 out = subprocess.run([opt.gdn, "bench", "--json", "--kernel", k] + opt.extra, check=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ).stdout
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
                 for line in out.splitlines():
                     if line.strip():
                         row = json.loads(line)
