@@ -96,6 +96,13 @@ __device__ __forceinline__ uint32_t pack(uint16_t lo_half, uint16_t hi_half) {
     return (uint32_t)lo_half | ((uint32_t)hi_half << 16);
 }
 
+/* A pair x0, x1 as packed bf16 hi + lo (x0 in the low halves): split() of each, two at a time. */
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(x1), "f"(x0));
+    const float h0 = __uint_as_float(hi << 16), h1 = __uint_as_float(hi & 0xffff0000u);
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(__fsub_rn(x1, h1)), "f"(__fsub_rn(x0, h0)));
+}
+
 /* A pair of input elements (dtype DT) as the bf16 operand pair: exact for bf16 (lo unused), hi + lo for f16. */
 template <int DT>
 __device__ __forceinline__ void in_pair(uint32_t raw, uint32_t &hi, uint32_t &lo) {
@@ -103,10 +110,7 @@ __device__ __forceinline__ void in_pair(uint32_t raw, uint32_t &hi, uint32_t &lo
         hi = raw, lo = 0;
         return;
     }
-    uint16_t h0, l0, h1, l1;
-    split(f16_f32((uint16_t)raw), h0, l0);
-    split(f16_f32((uint16_t)(raw >> 16)), h1, l1);
-    hi = pack(h0, h1), lo = pack(l0, l1);
+    split2(f16_f32((uint16_t)raw), f16_f32((uint16_t)(raw >> 16)), hi, lo);
 }
 
 /* D += A B, m16n8k16, bf16 operands, f32 accumulators. */
@@ -316,17 +320,19 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int i = i0 + 8 * half;
-                uint16_t hi[2], lo[2];
+                float pv[2];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     /* d_ij = exp(r_i - r_j) within a segment, else 0; evaluated for every element, kept for j <= i */
                     const float ex = expf((float)(ri[half] - (e ? rj.y : rj.x)));
                     const float d = j + e <= i && si[half] == (e ? sj.y : sj.x) ? ex : 0.0f;
                     if (j + e < i) lrows[half][(j + e) * (CH / 2)] = d; /* for L, below: this thread's own element */
-                    split(j + e <= i ? __fmul_rn(d, acc[nt][2 * half + e]) : 0.0f, hi[e], lo[e]);
+                    pv[e] = j + e <= i ? __fmul_rn(d, acc[nt][2 * half + e]) : 0.0f;
                 }
-                *(uint32_t *)&phi[i * CH + j] = pack(hi[0], hi[1]);
-                *(uint32_t *)&plo[i * CH + j] = pack(lo[0], lo[1]);
+                uint32_t hi, lo;
+                split2(pv[0], pv[1], hi, lo);
+                *(uint32_t *)&phi[i * CH + j] = hi;
+                *(uint32_t *)&plo[i * CH + j] = lo;
             }
         }
     }
@@ -403,12 +409,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             if (kb < j || kb >= i) continue;
             uint32_t ah[4], al[4]; /* L_i,kb: the C fragments of tiles 2 kb, 2 kb + 1 are its A fragment */
 #pragma unroll
-            for (int f = 0; f < 4; ++f) {
-                const float *c = &kk[2 * kb + (f >> 1)][2 * (f & 1)];
-                uint16_t h0, l0, h1, l1;
-                split(c[0], h0, l0), split(c[1], h1, l1);
-                ah[f] = pack(h0, h1), al[f] = pack(l0, l1);
-            }
+            for (int f = 0; f < 4; ++f) split2(kk[2 * kb + (f >> 1)][2 * (f & 1)], kk[2 * kb + (f >> 1)][2 * (f & 1) + 1], ah[f], al[f]);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 uint32_t bh[2], bl[2];
@@ -432,9 +433,8 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             uint32_t sh[2], sl[2];
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                uint16_t h0, l0, h1, l1;
-                split(s[nt][2 * half], h0, l0), split(s[nt][2 * half + 1], h1, l1);
-                sh[half] = movt(pack(h0, h1)), sl[half] = movt(pack(l0, l1));
+                split2(s[nt][2 * half], s[nt][2 * half + 1], sh[half], sl[half]);
+                sh[half] = movt(sh[half]), sl[half] = movt(sl[half]);
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) tt[nt][e] = -s[nt][e];
@@ -449,19 +449,18 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const int row = 16 * i + g + 8 * half;
-                uint16_t h[2], l[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) split(__fmul_rn(tt[nt][2 * half + e], bc[e]), h[e], l[e]);
-                *(uint32_t *)&ahi[row * CH + col] = pack(h[0], h[1]);
-                *(uint32_t *)&alo[row * CH + col] = pack(l[0], l[1]);
+                const float *tv = &tt[nt][2 * half];
+                uint32_t h, l;
+                split2(__fmul_rn(tv[0], bc[0]), __fmul_rn(tv[1], bc[1]), h, l);
+                *(uint32_t *)&ahi[row * CH + col] = h;
+                *(uint32_t *)&alo[row * CH + col] = l;
                 if (i == CH / 16 - 1) continue; /* no later round reads the last block row */
-#pragma unroll
-                for (int e = 0; e < 2; ++e) split(tt[nt][2 * half + e], h[e], l[e]);
+                uint32_t th, tl;
+                split2(tv[0], tv[1], th, tl);
                 /* transposed: this lane now holds rows 16 i + 8 half + 2 t (+ 1) of column 16 j + 8 nt + g */
-                const uint32_t th = movt(pack(h[0], h[1])), tl = movt(pack(l[0], l[1]));
                 const int at_t = (16 * j + 8 * nt + g) * LDT + 16 * i + 8 * half + 2 * t;
-                *(uint32_t *)&thi[at_t] = th;
-                *(uint32_t *)&tlo[at_t] = tl;
+                *(uint32_t *)&thi[at_t] = movt(th);
+                *(uint32_t *)&tlo[at_t] = movt(tl);
             }
         }
     }
@@ -535,13 +534,6 @@ __device__ __forceinline__ void load_stage(scan_stage &st, const gdn_dev_args &a
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-/* A pair x0, x1 as packed bf16 hi + lo (x0 in the low halves): split() of each, two at a time. */
-__device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(x1), "f"(x0));
-    const float h0 = __uint_as_float(hi << 16), h1 = __uint_as_float(hi & 0xffff0000u);
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(__fsub_rn(x1, h1)), "f"(__fsub_rn(x0, h0)));
-}
-
 /* Stores four 8 x 8 b16 matrices held as C / A fragments (r[i]: lane 4 g + t's elements (g, 2t), (g, 2t + 1) of
  * matrix i), each transposed: lane l names the row (a fragment column) of matrix l / 8 it writes. */
 __device__ __forceinline__ void stsm4t(const uint16_t *row, const uint32_t (&r)[4]) {
@@ -562,9 +554,9 @@ __device__ __forceinline__ void put_cols(uint16_t *hi, uint16_t *lo, int m0, int
 /* The scan's warps (16; with 8, warp w is row warp w and state warp w + 8). Row warps w < 8 hold a [16, 16] tile of
  * the [C, 32] products (two 8-column tiles): rows 16 mt .., columns 16 ch .., with (mt, ch) = (w, 0) for w < 4 and
  * (7 - w, 1) for w >= 4, so that the two row warps of a scheduler (w % 4) hold row blocks j and 3 - j and the
- * lower-triangular products give each scheduler 5 k blocks. State warps w >= 8 hold the state's key rows
- * 16 (w - 8) .. + 15, all 32 columns (four tiles). A fragment of the input rows or of a plane is loaded once for two
- * (row warps) or four (state warps) tiles. */
+ * lower-triangular products give each scheduler 5 k blocks. State warps w >= 8 hold a [32, 16] block of the state
+ * (four tiles): key rows 32 (w % 4) .., columns 16 ((w - 8) / 4) ... A fragment of the input rows or of a plane is
+ * loaded once for two tiles. */
 
 /* K S0 and Q S0 for a row warp's tiles (rows m0 .., columns n0 .. + 15): input rows times the state's planes. */
 template <int DT>
@@ -663,31 +655,33 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
     const bool row_warp = LEAN || w < 8, state_warp = LEAN || w >= 8;
     /* a row warp's tiles: rows r0, r0 + 8; columns n0 + 8 nt + 2 t (+ 1) */
     const int mt = (w & 7) < 4 ? (w & 7) : 7 - (w & 7), r0 = 16 * mt + g, n0 = 16 * ((w >> 2) & 1);
-    const int key0 = 16 * (w & 7) + g; /* a state warp's: key rows key0 (+ 8), columns 8 nt + 2 t (+ 1) */
+    /* a state warp's tiles i = 2 kt + nt: key rows key0 + 16 kt + g (+ 8), columns c0 + 8 nt + 2 t (+ 1) */
+    const int key0 = 32 * (w & 3), c0 = 16 * ((w >> 2) & 1);
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
     const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = h / a.group;
-    auto state_at = [&](int nt, int e) { /* the state entry of a state warp's element e of tile nt */
-        const int64_t i = key0 + (e >> 1) * 8, j = NS * s + 8 * nt + 2 * t + (e & 1);
+    auto state_at = [&](int tile, int e) { /* the state entry of a state warp's element e of a tile */
+        const int64_t i = key0 + 16 * (tile >> 1) + g + (e >> 1) * 8;
+        const int64_t j = NS * s + c0 + 8 * (tile & 1) + 2 * t + (e & 1);
         return state + (a.layout == GDN_STATE_VK ? j * a.Dk + i : i * a.Dv + j);
     };
     float S[4][4]; /* a state warp's state in f32 */
     if (state_warp)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) S[nt][e] = a.state_in ? a.state_in[state_at(nt, e)] : 0.0f;
+            for (int e = 0; e < 4; ++e) S[i][e] = a.state_in ? a.state_in[state_at(i, e)] : 0.0f;
     auto put_state = [&]() { /* a state warp's tiles into the state's [column][LDK] planes, transposed */
         const int m = lane >> 3;
 #pragma unroll
-        for (int pair = 0; pair < 2; ++pair) { /* matrix 2 (nt - 2 pair) + q: keys key0 - g + 8 q .., columns 8 nt .. */
+        for (int kt = 0; kt < 2; ++kt) { /* matrix 2 nt + q: keys key0 + 16 kt + 8 q .., columns c0 + 8 nt .. */
             uint32_t hi[4], lo[4];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                split2(S[2 * pair + i][0], S[2 * pair + i][1], hi[2 * i], lo[2 * i]);
-                split2(S[2 * pair + i][2], S[2 * pair + i][3], hi[2 * i + 1], lo[2 * i + 1]);
+            for (int nt = 0; nt < 2; ++nt) {
+                split2(S[2 * kt + nt][0], S[2 * kt + nt][1], hi[2 * nt], lo[2 * nt]);
+                split2(S[2 * kt + nt][2], S[2 * kt + nt][3], hi[2 * nt + 1], lo[2 * nt + 1]);
             }
-            const int off = (8 * (2 * pair + (m >> 1)) + (lane & 7)) * LDK + key0 - g + 8 * (m & 1);
+            const int off = (c0 + 8 * (m >> 1) + (lane & 7)) * LDK + key0 + 16 * kt + 8 * (m & 1);
             stsm4t(pl.shi + off, hi);
             stsm4t(pl.slo + off, lo);
         }
@@ -763,22 +757,27 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
             float ku[4][4] = {};
 #pragma unroll
             for (int kb = 0; kb < CH / 16; ++kb) {
-                uint32_t raw[4], kh[4], kl[4]; /* K^T (row = key, column = token): the k tile's 8 x 8 blocks transposed */
-                ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 - g + 8 * ((lane >> 3) & 1));
-                in_frag<DT>(kh, kl, raw);
+                uint32_t kh[2][4], kl[2][4], be[2][4]; /* be: diag(e) U's hi (0, 1) and lo (2, 3) */
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
-                    uint32_t be[4]; /* diag(e) U's hi (0, 1) and lo (2, 3) */
-                    ldsm_b2(be, ehi, elo, 8 * nt, LDC, 16 * kb, lane);
-                    mma(ku[nt], kh, be[0], be[1]);
-                    mma(ku[nt], kh, be[2], be[3]);
-                    if (DT == GDN_F16) mma(ku[nt], kl, be[0], be[1]);
+                for (int kt = 0; kt < 2; ++kt) { /* K^T (row = key, column = token): the k tile's blocks transposed */
+                    uint32_t raw[4];
+                    ldsm4t(raw, st.k + (16 * kb + (lane & 7) + 8 * (lane >> 4)) * LDK + key0 + 16 * kt +
+                                    8 * ((lane >> 3) & 1));
+                    in_frag<DT>(kh[kt], kl[kt], raw);
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) ldsm_b2(be[nt], ehi, elo, c0 + 8 * nt, LDC, 16 * kb, lane);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    mma(ku[i], kh[i >> 1], be[i & 1][0], be[i & 1][1]);
+                    mma(ku[i], kh[i >> 1], be[i & 1][2], be[i & 1][3]);
+                    if (DT == GDN_F16) mma(ku[i], kl[i >> 1], be[i & 1][0], be[i & 1][1]);
                 }
             }
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int i = 0; i < 4; ++i)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) S[nt][e] = __fadd_rn(__fmul_rn(Gn, S[nt][e]), ku[nt][e]);
+                for (int e = 0; e < 4; ++e) S[i][e] = __fadd_rn(__fmul_rn(Gn, S[i][e]), ku[i][e]);
             put_state(); /* the planes' readers (K S0, Q S0) are behind the barriers above */
         };
         if (LEAN) { /* the state first, so that the next k and gates load while y is formed */
@@ -793,9 +792,9 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
     }
     if (a.state_out && state_warp)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) a.state_out[state_at(nt, e)] = S[nt][e];
+            for (int e = 0; e < 4; ++e) a.state_out[state_at(i, e)] = S[i][e];
 }
 
 /* Lets the scan launch with the opt-in shared memory (once per dtype). */
