@@ -23,9 +23,12 @@ gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *stat
  * from args' pools first), as double; nothing of args is written. Validates args as gdn_layer does. */
 gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist);
 
-/* SiLU (sigmoid: 1) of n floats into y (may be x) through the CPU layer stages' rows (src/layer/cpu/rows.h):
- * gdn_siluf's (gdn_sigmoidf's) bits. Returns 1 when it ran the AVX2 rows (the CPU has AVX2 and FMA), 0 the scalar. */
-int gdn__layer_gate_rows(float *y, const float *x, int64_t n, int sigmoid);
+/* The CPU layer stages' rows (src/layer/cpu/rows.h), one table at a time: 0 the scalar rows, 1 AVX2 + FMA,
+ * 2 AVX-512. Each returns 0, writing nothing, where this CPU cannot run the table, else 1.
+ *   gate: SiLU (sigmoid: 1) of n floats into y (may be x), gdn_siluf's (gdn_sigmoidf's) bits;
+ *   conv: y[i] = gdn__conv_silu of channel i's taps x[0..3][i] (oldest first), weights w[j n + i], bias[i] (or 0). */
+int gdn__layer_gate_rows(int table, float *y, const float *x, int64_t n, int sigmoid);
+int gdn__layer_conv_rows(int table, float *y, const float *const x[4], const float *w, const float *bias, int64_t n);
 
 #ifdef __cplusplus
 }

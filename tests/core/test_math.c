@@ -288,22 +288,23 @@ TEST(math_f32_to_half_round_to_nearest_even) {
     CHECK((gdn__f32_to_f16(neg_nan) & 0xfe00) == 0xfe00 && (gdn__f32_to_bf16(neg_nan) & 0xffc0) == 0xffc0);
 }
 
-/* ---- the CPU layer stages' SiLU and sigmoid rows (AVX2 where the CPU has it) against gdn_siluf / gdn_sigmoidf ---- */
+/* ---- the CPU layer stages' rows (each SIMD table the CPU has) against the scalar functions ---- */
 
 enum { GATE_ROW = 1021 }; /* a row length that is no multiple of the vectors: the rows' scalar tails run too */
+static const char *const row_tables[] = {"scalar", "AVX2", "AVX-512"};
 
 typedef struct gate_check {
     float x[GATE_ROW];
-    int n, sigmoid;
+    int n, sigmoid, table;
     long points, wrong;
     float first_wrong;
 } gate_check;
 
-/* the row of inputs so far through the rows, each result against the scalar function's bits (a NaN against a NaN:
- * which NaN depends on the compiler's operand order, in the scalar code too) */
+/* the row of inputs so far through the table's rows, each result against the scalar function's bits (a NaN against
+ * a NaN: which NaN depends on the compiler's operand order, in the scalar code too) */
 static void gate_flush(gate_check *g) {
     float y[GATE_ROW];
-    gdn__layer_gate_rows(y, g->x, g->n, g->sigmoid);
+    gdn__layer_gate_rows(g->table, y, g->x, g->n, g->sigmoid);
     for (int i = 0; i < g->n; ++i) {
         const float want = g->sigmoid ? gdn_sigmoidf(g->x[i]) : gdn_siluf(g->x[i]);
         const int both_nan = y[i] != y[i] && want != want; /* NaN payloads are not in the contract (CONTRACT.md 5) */
@@ -321,10 +322,10 @@ static void gate_point(gate_check *g, float x) {
 /* Every float whose bits are a multiple of the sweep's stride, 2^18 random bit patterns, the special values, and
  * the 4096 floats around each place where the double evaluation changes course: e^-x's clamps (|x| = 709, 745),
  * float exp's overflow and underflow (88.7, 103.9, 104), SiLU's and sigmoid's saturation (16.6, 17, 20, 30), 0. */
-static void check_gate_rows(int sigmoid) {
+static void check_gate_table(int sigmoid, int table) {
     static gate_check g;
     memset(&g, 0, sizeof g);
-    g.sigmoid = sigmoid;
+    g.sigmoid = sigmoid, g.table = table;
     const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, gdn__bits_f32(0x7f800001u),
                               gdn__bits_f32(0xffbfffffu), FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 0x1p-149f, -0x1p-149f,
                               0x1p-127f, -0x1p-127f, 1.0f, -1.0f};
@@ -343,12 +344,50 @@ static void check_gate_rows(int sigmoid) {
             }
         }
     gate_flush(&g);
-    const int simd = gdn__layer_gate_rows(g.x, g.x, 0, sigmoid);
-    printf("     %s rows (%s): %ld of %ld points differ from %s\n", sigmoid ? "sigmoid" : "SiLU", simd ? "AVX2" : "scalar",
+    printf("     %s rows (%s): %ld of %ld points differ from %s\n", sigmoid ? "sigmoid" : "SiLU", row_tables[table],
            g.wrong, g.points, sigmoid ? "gdn_sigmoidf" : "gdn_siluf");
-    CHECK(g.wrong == 0, "%ld points differ, the first at %.9g (bits %08x)", g.wrong, (double)g.first_wrong,
-          bits(g.first_wrong));
+    CHECK(g.wrong == 0, "%s: %ld points differ, the first at %.9g (bits %08x)", row_tables[table], g.wrong,
+          (double)g.first_wrong, bits(g.first_wrong));
+}
+
+/* every SIMD table this CPU runs (none: the scalar table against itself would prove nothing) */
+static void check_gate_rows(int sigmoid) {
+    int ran = 0;
+    for (int table = 1; table < 3; ++table)
+        if (gdn__layer_gate_rows(table, NULL, NULL, 0, sigmoid)) check_gate_table(sigmoid, table), ++ran;
+    if (!ran) printf("     no SIMD rows on this CPU\n");
 }
 
 TEST(math_layer_silu_rows_bitwise) { check_gate_rows(0); }
 TEST(math_layer_sigmoid_rows_bitwise) { check_gate_rows(1); }
+
+/* The conv + SiLU row of each SIMD table against the scalar table's, bit for bit: random taps, weights and biases
+ * (and none), rows of every length to 40 (the vector bodies and their tails), and special values in the taps. */
+TEST(math_layer_conv_rows_bitwise) {
+    enum { N = 40 };
+    harness_rng r = {11};
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MAX, -FLT_MAX, 0x1p-149f, 100.0f, -100.0f};
+    for (int table = 1; table < 3; ++table) {
+        if (!gdn__layer_conv_rows(table, NULL, NULL, NULL, NULL, 0)) continue;
+        long points = 0, wrong = 0;
+        for (int round = 0; round < 400; ++round) {
+            float taps[4][N], w[4 * N], bias[N], want[N], got[N];
+            const int n = 1 + round % N;
+            for (int i = 0; i < N; ++i) {
+                for (int j = 0; j < 4; ++j) taps[j][i] = (float)(rng_u64(&r) % 20001) / 1000.0f - 10.0f;
+                for (int j = 0; j < 4; ++j) w[j * n + i % n] = (float)(rng_u64(&r) % 2001) / 1000.0f - 1.0f;
+                bias[i] = (float)(rng_u64(&r) % 2001) / 1000.0f - 1.0f;
+            }
+            if (round % 4 == 3) taps[round % 4][round % n] = specials[(round / 4) % (sizeof specials / sizeof specials[0])];
+            const float *const x[4] = {taps[0], taps[1], taps[2], taps[3]};
+            const float *b = round % 5 == 0 ? NULL : bias;
+            gdn__layer_conv_rows(0, want, x, w, b, n);
+            gdn__layer_conv_rows(table, got, x, w, b, n);
+            for (int i = 0; i < n; ++i, ++points)
+                wrong += bits(got[i]) != bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]);
+        }
+        printf("     conv + SiLU rows (%s): %ld of %ld points differ from the scalar rows\n", row_tables[table], wrong,
+               points);
+        CHECK(wrong == 0, "%s: %ld points differ", row_tables[table], wrong);
+    }
+}

@@ -84,17 +84,18 @@ static void conv_silu_avx2(float *y, const float *const x[4], const float *w, co
     }
 }
 
-static void load_avx2(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
+void gdn__layer_load_avx2(float *dst, const void *base, gdn_dtype dtype, int64_t idx, int64_t n) {
     if (dtype == GDN_F32) memcpy(dst, (const float *)base + idx, (size_t)n * sizeof(float));
     else avx2_cvt_in16(dst, (const uint16_t *)base + idx, n, dtype == GDN_BF16);
 }
 
-static void store_avx2(void *base, gdn_dtype dtype, int64_t idx, const float *src, int64_t n) {
+void gdn__layer_store_avx2(void *base, gdn_dtype dtype, int64_t idx, const float *src, int64_t n) {
     if (dtype == GDN_F32) memcpy((float *)base + idx, src, (size_t)n * sizeof(float));
     else avx2_cvt_out16((uint16_t *)base + idx, src, n, dtype == GDN_BF16);
 }
 
 /* the tree with hardware fma */
-static float dot_avx2(const float *x, const float *w, int64_t n) { return gdn__tree_dot(x, w, n); }
+float gdn__layer_dot_fma(const float *x, const float *w, int64_t n) { return gdn__tree_dot(x, w, n); }
 
-const gdn__layer_rows gdn__layer_rows_avx2 = {load_avx2, store_avx2, conv_silu_avx2, silu_avx2, sigmoid_avx2, dot_avx2};
+const gdn__layer_rows gdn__layer_rows_avx2 = {gdn__layer_load_avx2, gdn__layer_store_avx2, conv_silu_avx2, silu_avx2,
+                                              sigmoid_avx2, gdn__layer_dot_fma};

@@ -11,7 +11,7 @@
  *      HIST_CH channels): each channel's last three inputs.
  * Every stage reads what the earlier ones wrote, so the pools are written only by stages 2 and 4, after every
  * allocation has succeeded. The stages work on contiguous f32 rows through a table (rows.h: scalar here, AVX2 in
- * rows_avx2.c), each worker in its own scratch. */
+ * rows_avx2.c, AVX-512 in rows_avx512.c; the widest the CPU has), each worker in its own scratch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,12 +61,31 @@ static void sigmoid_scalar(float *y, const float *x, int64_t n) {
 static const gdn__layer_rows rows_scalar = {load_scalar, store_scalar, conv_silu_scalar, silu_scalar, sigmoid_scalar,
                                             gdn__tree_dot};
 
-static const gdn__layer_rows *rows_here(void) { return gdn__cpu_has_avx2_fma() ? &gdn__layer_rows_avx2 : &rows_scalar; }
+/* Table 0 the scalar rows, 1 AVX2 + FMA, 2 AVX-512; NULL where this CPU has not the ISA. */
+static const gdn__layer_rows *rows_table(int table) {
+    switch (table) {
+    case 0: return &rows_scalar;
+    case 1: return gdn__cpu_has_avx2_fma() ? &gdn__layer_rows_avx2 : NULL;
+    case 2: return gdn__cpu_has_avx512() ? &gdn__layer_rows_avx512 : NULL;
+    default: return NULL;
+    }
+}
 
-int gdn__layer_gate_rows(float *y, const float *x, int64_t n, int sigmoid) {
-    const gdn__layer_rows *r = rows_here();
-    (sigmoid ? r->sigmoid : r->silu)(y, x, n);
-    return r != &rows_scalar;
+static const gdn__layer_rows *rows_here(void) {
+    const gdn__layer_rows *wide = rows_table(2) ? rows_table(2) : rows_table(1);
+    return wide ? wide : &rows_scalar;
+}
+
+int gdn__layer_gate_rows(int table, float *y, const float *x, int64_t n, int sigmoid) {
+    const gdn__layer_rows *r = rows_table(table);
+    if (r) (sigmoid ? r->sigmoid : r->silu)(y, x, n);
+    return r != NULL;
+}
+
+int gdn__layer_conv_rows(int table, float *y, const float *const x[4], const float *w, const float *bias, int64_t n) {
+    const gdn__layer_rows *r = rows_table(table);
+    if (r) r->conv_silu(y, x, w, bias, n);
+    return r != NULL;
 }
 
 /* ---- the stages ---- */
