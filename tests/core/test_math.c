@@ -304,6 +304,7 @@ typedef struct gate_check {
  * a NaN: which NaN depends on the compiler's operand order, in the scalar code too) */
 static void gate_flush(gate_check *g) {
     float y[GATE_ROW];
+    memset(y, 0x7e, sizeof y); /* a finite poison: an unwritten result differs from the scalar's */
     gdn__layer_gate_rows(g->table, y, g->x, g->n, g->sigmoid);
     for (int i = 0; i < g->n; ++i) {
         const float want = g->sigmoid ? gdn_sigmoidf(g->x[i]) : gdn_siluf(g->x[i]);
@@ -373,14 +374,16 @@ TEST(math_layer_conv_rows_bitwise) {
         for (int round = 0; round < 400; ++round) {
             float taps[4][N], w[4 * N], bias[N], want[N], got[N];
             const int n = 1 + round % N;
-            for (int i = 0; i < N; ++i) {
+            for (int i = 0; i < n; ++i) {
                 for (int j = 0; j < 4; ++j) taps[j][i] = (float)(rng_u64(&r) % 20001) / 1000.0f - 10.0f;
-                for (int j = 0; j < 4; ++j) w[j * n + i % n] = (float)(rng_u64(&r) % 2001) / 1000.0f - 1.0f;
+                for (int j = 0; j < 4; ++j) w[j * n + i] = (float)(rng_u64(&r) % 2001) / 1000.0f - 1.0f;
                 bias[i] = (float)(rng_u64(&r) % 2001) / 1000.0f - 1.0f;
             }
-            if (round % 4 == 3) taps[round % 4][round % n] = specials[(round / 4) % (sizeof specials / sizeof specials[0])];
+            if (round % 3 == 2) /* a special value in one of the taps */
+                taps[(round / 3) % 4][round % n] = specials[(round / 12) % (sizeof specials / sizeof specials[0])];
             const float *const x[4] = {taps[0], taps[1], taps[2], taps[3]};
             const float *b = round % 5 == 0 ? NULL : bias;
+            memset(want, 0x7f, sizeof want), memset(got, 0x7e, sizeof got); /* two finite poisons: unwritten differs */
             gdn__layer_conv_rows(0, want, x, w, b, n);
             gdn__layer_conv_rows(table, got, x, w, b, n);
             for (int i = 0; i < n; ++i, ++points)

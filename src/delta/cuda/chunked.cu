@@ -409,7 +409,10 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             if (kb < j || kb >= i) continue;
             uint32_t ah[4], al[4]; /* L_i,kb: the C fragments of tiles 2 kb, 2 kb + 1 are its A fragment */
 #pragma unroll
-            for (int f = 0; f < 4; ++f) split2(kk[2 * kb + (f >> 1)][2 * (f & 1)], kk[2 * kb + (f >> 1)][2 * (f & 1) + 1], ah[f], al[f]);
+            for (int f = 0; f < 4; ++f) {
+                const float *c = &kk[2 * kb + (f >> 1)][2 * (f & 1)];
+                split2(c[0], c[1], ah[f], al[f]);
+            }
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 uint32_t bh[2], bl[2];
