@@ -9,6 +9,8 @@ case prints max |new - old| / max |old| of y and of the state.
         a build)
 
 Cases: bf16 and f16, both state layouts, the log-decay and the raw gate, lengths off the chunk size, varlen batches.
+Timing points: cuda_chunked at B = 1 and on varlen batches; "fastest" on serving batches (decode steps and verify
+windows beside a prompt).
 """
 import argparse
 import json
@@ -24,8 +26,8 @@ import chunked_h200 as C  # noqa: E402
 gdn = C.gdn
 
 
-def call(lib, s, dtype, layout, raw):
-    """A callable running cuda_chunked on s in dtype (bf16 / f16) and state layout, and its outputs."""
+def call(lib, s, dtype, layout, raw, kernel=b"cuda_chunked"):
+    """A callable running cuda_chunked (or `kernel`) on s in dtype (bf16 / f16) and state layout, and its outputs."""
     lengths, B = s["lengths"], len(s["lengths"])
     tdt = torch.bfloat16 if dtype == gdn.BF16 else torch.float16
     q, k, v = (s[n].to(tdt) for n in ("q", "k", "v"))
@@ -37,7 +39,7 @@ def call(lib, s, dtype, layout, raw):
                  q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), y=y.data_ptr(), gate_kind=gdn.GATE_LOG_DECAY,
                  gate=s["g"].data_ptr(), beta_kind=gdn.BETA_DIRECT, beta=s["beta"].data_ptr(), state_layout=layout,
                  state_in=h0.data_ptr(), state_out=st.data_ptr(), scale=C.D ** -0.5, backend=gdn.BACKEND_CUDA,
-                 cu_seqlens=cu.data_ptr() if B > 1 else None, kernel=b"cuda_chunked")
+                 cu_seqlens=cu.data_ptr() if B > 1 else None, kernel=kernel)
     if raw:  # the real model's gate on the same values: -exp(A_log) softplus(g + dt_bias)
         a.gate_kind, a.A_log, a.dt_bias = gdn.GATE_RAW, head[0].data_ptr(), head[1].data_ptr()
 
@@ -93,9 +95,12 @@ def main():
                 diff[n])) for n, e in eq.items())))
     points = [[64], [256], [2048], [8192], [2048] * 16, [8192, 4096, 2048, 1024, 1000, 512, 300, 256, 128, 64, 17, 5],
               [128] * 16, [512] * 16, [2048] * 2]
-    for lengths in points:
+    # serving batches under "fastest": decode steps (and verify windows) beside a prompt
+    serving = [[1] * 127 + [2048], [1] * 63 + [4] * 32 + [512]]
+    for lengths in points + serving:
         s = C.inputs(lengths, seed=7)
-        fns = {n: C.graphed(call(lib, s, gdn.BF16, gdn.STATE_KV, False)[0])[0] for n, lib in libs.items()}
+        kernel = b"fastest" if lengths in serving else b"cuda_chunked"
+        fns = {n: C.graphed(call(lib, s, gdn.BF16, gdn.STATE_KV, False, kernel)[0])[0] for n, lib in libs.items()}
         inner = max(3, min(50, int(2e5 / sum(lengths))))
         times = {n: [] for n in fns}
         for _ in range(opt.reps):
@@ -103,7 +108,8 @@ def main():
                 times[n].append(C.time_round(fn, inner))
         med = {n: statistics.median(t) for n, t in times.items()}
         out["points"].append(dict(lengths=lengths, us=med))
-        name = "T=%d" % lengths[0] if len(lengths) == 1 else "varlen %d seqs, %d tokens" % (len(lengths), sum(lengths))
+        name = "T=%d" % lengths[0] if len(lengths) == 1 else "%s %d seqs, %d tokens" % (
+            "fastest" if lengths in serving else "varlen", len(lengths), sum(lengths))
         print("%-28s %s" % (name, "  ".join("%s %.1f us" % (n, t) for n, t in med.items())))
     with open(os.path.join(os.environ.get("OUT", "/tmp"), "chunked_ab.json"), "w") as f:
         json.dump(out, f, indent=1)

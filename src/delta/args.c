@@ -236,35 +236,40 @@ static gdn_status run_sequences(const gdn__problem *p, const uint8_t *done) {
     return s;
 }
 
-/* Sequences b0 .. b0 + m - 1 of a batch-form call whose windows all have n tokens, as one dense problem over the
+/* Sequences b0 .. b0 + m - 1 of a batch-form call, consecutive and n tokens each, as one dense problem over the
  * pools (the slots travel beside it), into *chunk; its slots into slot[0 .. m - 1]. */
 static gdn_status chunk_problem(const gdn__problem *p, int64_t b0, int64_t m, int64_t n, gdn__problem *chunk, int32_t *slot) {
     const gdn_delta_args *a = &p->a;
-    const gdn_delta_args d = dense_from(p, b0 * n, m, n);
+    const gdn_delta_args d = dense_from(p, a->cu_seqlens ? a->cu_seqlens[b0] : b0 * n, m, n);
     for (int64_t i = 0; i < m; ++i) slot[i] = a->state_slot ? a->state_slot[b0 + i] : (int32_t)(b0 + i);
     return gdn__validate(&d, chunk);
 }
 
-/* The batch form in one launch per GDN_DEC_SLOTS sequences where that applies (CUDA, no kernel named, every window
- * n <= 8 tokens long, no sequence skipped, a scalar gate): the streamed decode kernel over the pools. Each sequence
- * gets its own dense call's bits (every kernel has the contract's). GDN_ERR_INELIGIBLE, nothing written, where it
- * does not apply: every chunk is judged before the first launch. launch = 0: only judges. */
-static gdn_status run_batched(const gdn__problem *p, int launch) {
-    const gdn_delta_args *a = &p->a;
-    if (a->backend != GDN_BACKEND_CUDA || (a->kernel && strcmp(a->kernel, "fastest") != 0) ||
-        a->gate_kind == GDN_GATE_VECTOR)
-        return GDN_ERR_INELIGIBLE;
-    const int64_t n = a->cu_seqlens ? a->cu_seqlens[1] - a->cu_seqlens[0] : a->T;
-    for (int64_t b = 0; b < a->B; ++b)
-        if ((a->cu_seqlens && a->cu_seqlens[b + 1] - a->cu_seqlens[b] != n) || (a->state_slot && a->state_slot[b] < 0))
-            return GDN_ERR_INELIGIBLE;
+/* Whether a batch-form call may take the streamed decode kernel over its pools: CUDA, no kernel named (or
+ * "fastest"), a scalar gate. */
+static int slots_apply(const gdn_delta_args *a) {
+    return a->backend == GDN_BACKEND_CUDA && (!a->kernel || strcmp(a->kernel, "fastest") == 0) &&
+           a->gate_kind != GDN_GATE_VECTOR;
+}
+
+/* The window of sequence b of a batch-form call (its first token *t0); *skipped: its slot is negative. */
+static int64_t window_of(const gdn_delta_args *a, int64_t b, int *skipped) {
+    *skipped = a->state_slot && a->state_slot[b] < 0;
+    return a->cu_seqlens ? a->cu_seqlens[b + 1] - a->cu_seqlens[b] : a->T;
+}
+
+/* Sequences b0 .. b1 - 1 of a batch-form call (slots_apply), consecutive, every window n <= 8 tokens long, none
+ * skipped: the streamed decode kernel over the pools, one launch per GDN_DEC_SLOTS sequences. Each sequence gets its
+ * own dense call's bits (every kernel has the contract's). GDN_ERR_INELIGIBLE, nothing written, where it does not
+ * apply: every launch is judged before the first. launch = 0: only judges. */
+static gdn_status run_slots(const gdn__problem *p, int64_t b0, int64_t b1, int64_t n, int launch) {
     int32_t slot[GDN_DEC_SLOTS];
     gdn_status s = GDN_OK;
-    for (int pass = 0; pass <= launch; ++pass) /* pass 0 judges every chunk, pass 1 launches */
-        for (int64_t b0 = 0; b0 < a->B && s == GDN_OK; b0 += GDN_DEC_SLOTS) {
-            const int64_t m = a->B - b0 < GDN_DEC_SLOTS ? a->B - b0 : GDN_DEC_SLOTS;
+    for (int pass = 0; pass <= launch; ++pass) /* pass 0 judges every launch, pass 1 launches */
+        for (int64_t b = b0; b < b1 && s == GDN_OK; b += GDN_DEC_SLOTS) {
+            const int64_t m = b1 - b < GDN_DEC_SLOTS ? b1 - b : GDN_DEC_SLOTS;
             gdn__problem chunk;
-            s = chunk_problem(p, b0, m, n, &chunk, slot);
+            s = chunk_problem(p, b, m, n, &chunk, slot);
             if (s == GDN_OK) s = gdn__cuda_decode_stream_slots(&chunk, slot, pass);
             else if (!pass) s = GDN_ERR_INELIGIBLE;
             if (s != GDN_OK && pass) return FAIL(s, "kernel cuda_decode (batch form): %s", gdn_status_str(s));
@@ -272,16 +277,32 @@ static gdn_status run_batched(const gdn__problem *p, int launch) {
     return s == GDN_OK ? s : GDN_ERR_INELIGIBLE;
 }
 
-/* "fastest" over a batch whose windows are not all of the chunked contract: those that are (and not skipped) as one
- * cuda_chunked batch, then the others a sequence at a time; each sequence gets its own call's bits (the chunked
- * contract is batch-invariant). The chunked batch goes first: the call's largest work is queued on the stream while
- * the host picks and launches the others (which picks those twice: a few microseconds each). */
+/* The batch form in one launch per GDN_DEC_SLOTS sequences where every window has the same n <= 8 tokens, none is
+ * skipped and slots_apply (run_slots). */
+static gdn_status run_batched(const gdn__problem *p, int launch) {
+    const gdn_delta_args *a = &p->a;
+    if (!slots_apply(a)) return GDN_ERR_INELIGIBLE;
+    int skipped = 0;
+    const int64_t n = window_of(a, 0, &skipped);
+    for (int64_t b = 0; b < a->B; ++b)
+        if (window_of(a, b, &skipped) != n || skipped) return GDN_ERR_INELIGIBLE;
+    return run_slots(p, 0, a->B, n, launch);
+}
+
+/* A CUDA batch-form call whose windows differ: under "fastest", those of the chunked contract (and not skipped) as
+ * one cuda_chunked batch first: the call's largest work is queued on the stream while the host launches the others
+ * (which picks those twice: a few microseconds each). Then each run of two or more consecutive windows of the same
+ * n <= 8 tokens (decode steps, speculative windows) in one launch (run_slots), then the others a sequence at a time.
+ * Each sequence gets its own call's bits (the chunked contract is batch-invariant; every exact kernel has the
+ * contract's). */
 static gdn_status run_grouped(const gdn__problem *p) {
-    uint8_t *take = calloc((size_t)p->a.B, 1);
-    if (!take) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)p->a.B);
+    const gdn_delta_args *a = &p->a;
+    uint8_t *take = calloc((size_t)a->B, 1);
+    if (!take) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)a->B);
     int64_t n = 0;
     gdn_status s = GDN_OK;
-    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b) {
+    const int fastest = a->kernel && strcmp(a->kernel, "fastest") == 0;
+    for (int64_t b = 0; fastest && b < a->B && s == GDN_OK; ++b) {
         gdn__problem seq;
         const gdn__kernel *kn = NULL;
         const gdn__variant *variant = NULL;
@@ -292,6 +313,16 @@ static gdn_status run_grouped(const gdn__problem *p) {
     }
     if (s == GDN_OK && n > 0 && (s = gdn__cuda_chunked_sequences(p, take)) != GDN_OK)
         s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+    for (int64_t b0 = 0, b1; slots_apply(a) && b0 < a->B && s == GDN_OK; b0 = b1) { /* runs b0 .. b1 - 1 */
+        int skipped = 0;
+        const int64_t w = window_of(a, b0, &skipped);
+        b1 = b0 + 1;
+        if (take[b0] || skipped || w > 8) continue;
+        int skip_next = 0;
+        while (b1 < a->B && !take[b1] && window_of(a, b1, &skip_next) == w && !skip_next) ++b1;
+        if (b1 - b0 < 2 || run_slots(p, b0, b1, w, 0) != GDN_OK) continue;
+        if ((s = run_slots(p, b0, b1, w, 1)) == GDN_OK) memset(take + b0, 1, (size_t)(b1 - b0));
+    }
     if (s == GDN_OK) s = run_sequences(p, take);
     free(take);
     return s;
@@ -310,8 +341,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     else if (chunked) {
         if ((s = gdn__cuda_chunked_sequences(&p, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
     } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE)
-        s = p.a.backend == GDN_BACKEND_CUDA && p.a.kernel && strcmp(p.a.kernel, "fastest") == 0 ? run_grouped(&p)
-                                                                                                 : run_sequences(&p, NULL);
+        s = p.a.backend == GDN_BACKEND_CUDA ? run_grouped(&p) : run_sequences(&p, NULL);
     return s == GDN_OK ? gdn__ok() : s;
 }
 

@@ -1,7 +1,7 @@
 /* gdn_delta's batch form on CUDA. Without a device (or without a CUDA build): GDN_ERR_NO_DEVICE and nothing
  * written. With a device: the routed call and every eligible CUDA kernel on a few batches (mixed windows, decode
- * steps, uniform windows (one launch), skipped and permuted slots in a larger pool, in place, separate pools,
- * state_out NULL with a shared slot)
+ * steps, uniform windows (one launch), runs of decode steps and of verify windows around a prompt (a launch a run),
+ * skipped and permuted slots in a larger pool, in place, separate pools, state_out NULL with a shared slot)
  * bitwise equal to the CPU ref's batch form, y poisoned (0xFF bytes) first. */
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +145,7 @@ TEST(batch_gpu_equals_cpu_ref) {
     /* uniform windows, every sequence with a slot: the one-launch path of the routed call */
     static const int32_t ones[] = {1, 1, 1, 1, 1, 1, 1, 1}, threes[] = {3, 3, 3, 3, 3, 3, 3, 3}, twos[] = {2, 2, 2, 2, 2, 2, 2, 2};
     static const int32_t permuted[] = {7, 3, 5, 0, 9, 4, 1, 6}, shared_all[] = {5, 0, 5, 8, 2, 5, 1, 1};
+    static const int32_t serving[] = {1, 1, 1, 1, 1, 40, 3, 3}; /* decodes, a prompt, verify windows */
     const case_cfg bf16_vk = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_BF16, .gate_kind = GDN_GATE_RAW,
                               .beta_kind = GDN_BETA_LOGIT, .layout = GDN_STATE_VK, .mask = 1, .seed = 61};
     const case_cfg f32_kv = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_F32, .gate_kind = GDN_GATE_DECAY,
@@ -158,7 +159,9 @@ TEST(batch_gpu_equals_cpu_ref) {
                                  gpu_batch_of(mixed, shared_slots, 6, 9, 2, vector),
                                  gpu_batch_of(ones, permuted, 8, 10, 0, bf16_vk),
                                  gpu_batch_of(threes, permuted, 8, 10, 1, f32_kv),
-                                 gpu_batch_of(twos, shared_all, 8, 9, 2, bf16_vk)};
+                                 gpu_batch_of(twos, shared_all, 8, 9, 2, bf16_vk),
+                                 gpu_batch_of(serving, permuted, 8, 10, 0, bf16_vk),
+                                 gpu_batch_of(serving, permuted, 8, 10, 1, f32_kv)};
     int runs = 0;
     for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) check_gpu_batch(&batches[i], &runs);
     CHECK(runs >= 10, "only %d runs", runs);

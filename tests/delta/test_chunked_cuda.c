@@ -305,6 +305,9 @@ TEST(chunked_batch_and_split_invariant) {
     /* "fastest" over windows on both sides of its threshold: the long ones one chunked batch, the short ones exact */
     static const int32_t mixed_lengths[] = {300, 5, 130, 64, 63, 1000, 1}, mixed_slots[] = {6, 0, -1, 4, 2, 5, 7};
     check_batch("fastest", mixed_lengths, mixed_slots, 7, 8, 2, 4, 64, GDN_BF16, 80);
+    /* a serving batch: decode steps and verify windows (runs of them in one launch each) around a prompt */
+    static const int32_t serving_lengths[] = {1, 1, 1, 300, 2, 2, 1, 1}, serving_slots[] = {5, 0, 9, 4, 2, 8, 7, 6};
+    check_batch("fastest", serving_lengths, serving_slots, 8, 10, 2, 4, 64, GDN_BF16, 82);
 }
 
 TEST(chunked_only_when_asked) {
