@@ -264,9 +264,10 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     gdn_grid_dependency_wait();
     __shared__ __align__(16) uint16_t ks[CH * LDK], qs[CH * LDK];
     /* after Q K^T: L by parity of row, lp[at(i, j)] = L_ij (first the decay d_ij), so that a lane of the solve reads
-     * its rows 2 k + p of column m as float4 runs */
+     * its rows 2 k + p of column m as float4 runs; bits 2 .. 4 of the row half swizzled by the column, so that the
+     * four lanes of a fragment row hit four banks (dev/chunk_prep_banks.py) */
     float *lp = (float *)qs;
-    auto at = [](int i, int j) { return (i & 1) * LP_PLANE + j * (CH / 2) + (i >> 1); };
+    auto at = [](int i, int j) { return (i & 1) * LP_PLANE + j * (CH / 2) + ((i >> 1) ^ (4 * (j & 7))); };
     __shared__ double lg[CH];
     __shared__ float beta[CH];
     __shared__ __align__(16) chunk_gates gs;
@@ -303,12 +304,10 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     float acc[8][4] = {}; /* P = d (q k^T), j <= i, straight to its planes */
     gram<DT, 8>(acc, qs, 16 * w, ks, 0, 2 * w + 2, g, t);
     __syncthreads(); /* the q tile is read: lp takes its place */
-    /* this thread's rows i0, i0 + 8 of the [C, C] products: their gates, and their rows of lp (at(i, j) =
-     * at(i, 0) + j C/2) */
+    /* this thread's rows i0, i0 + 8 of the [C, C] products: their gates */
     const int i0 = 16 * w + g;
     const double ri[2] = {gs.r[i0], gs.r[i0 + 8]};
     const int si[2] = {gs.seg[i0], gs.seg[i0 + 8]};
-    float *const lrows[2] = {lp + at(i0, 0), lp + at(i0 + 8, 0)};
     {
         uint16_t *phi = (uint16_t *)(out + 2 * PLANE), *plo = (uint16_t *)(out + 3 * PLANE);
 #pragma unroll
@@ -326,7 +325,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
                     /* d_ij = exp(r_i - r_j) within a segment, else 0; evaluated for every element, kept for j <= i */
                     const float ex = expf((float)(ri[half] - (e ? rj.y : rj.x)));
                     const float d = j + e <= i && si[half] == (e ? sj.y : sj.x) ? ex : 0.0f;
-                    if (j + e < i) lrows[half][(j + e) * (CH / 2)] = d; /* for L, below: this thread's own element */
+                    if (j + e < i) lp[at(i, j + e)] = d; /* for L, below: this thread's own element */
                     pv[e] = j + e <= i ? __fmul_rn(d, acc[nt][2 * half + e]) : 0.0f;
                 }
                 uint32_t hi, lo;
@@ -346,7 +345,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = i0 + (e >> 1) * 8, j = 8 * nt + 2 * t + (e & 1);
-            float &l = lrows[e >> 1][j * (CH / 2)];
+            float &l = lp[at(i, j)];
             kk[nt][e] = j < i ? __fmul_rn(__fmul_rn(bi[e >> 1], l), kk[nt][e]) : 0.0f;
             if (nt >= 2 * w && j < i) l = kk[nt][e];
         }
@@ -365,7 +364,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     const int lane = tid & 31;
     { /* column j of T_ww, its rows split by parity between lanes l and l + 16: right-looking forward substitution */
         const int jl = lane & 15, p = lane >> 4, j = 16 * w + jl;
-        const float *lrow = lp + p * LP_PLANE + 8 * w; /* lrow[m C/2 + k] = L[16 w + 2 k + p][m] */
+        const float *lcol = lp + p * LP_PLANE + 16 * w * (CH / 2); /* column 16 w + m at lcol + m C/2 */
         float x[8];                                     /* T[16 w + 2 k + p][j] */
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[k] = 2 * k + p == jl ? 1.0f : 0.0f;
@@ -374,7 +373,8 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
             const float xm = __shfl_sync(GDN_FULL_MASK, x[m >> 1], jl | ((m & 1) << 4));
 #pragma unroll
             for (int k4 = (m / 2) & ~3; k4 < 8; k4 += 4) {
-                const float4 l4 = *(const float4 *)&lrow[(16 * w + m) * (CH / 2) + k4];
+                /* L[16 w + 2 (k4 + u) + p][16 w + m], u < 4: at(), whose swizzle keeps the run */
+                const float4 l4 = *(const float4 *)&lcol[m * (CH / 2) + ((8 * w + k4) ^ (4 * (m & 7)))];
                 const float lv[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
                 for (int u = 0; u < 4; ++u)
