@@ -1,4 +1,4 @@
-/* The layer step's recurrence as gdn_delta calls, a sequence at a time (a uniform batch in one call), on either
+/* The layer step's recurrence as gdn_delta calls, a sequence at a time (runs of like windows in one call), on either
  * backend: the path of the staged kernels (src/layer/cpu/staged.c, src/layer/cuda/staged.cu), so that a long window
  * runs the fastest recurrence kernel the router has, under the same contract. */
 #include <string.h>
@@ -47,12 +47,24 @@ static gdn_status window(const gdn__layer_problem *p, const gdn__layer_buffers *
     return delta(p, w, gdn__seq_start(p, b) + t0, 1, t1 - t0, from, into, NULL, kernel);
 }
 
+/* Whether sequence b's window runs as one plain call: a slot, not fresh, no checkpoint, committing all or none. */
+static int plain(const gdn__layer_problem *p, int64_t b) {
+    const int64_t n = gdn__seq_len(p, b), k = gdn__seq_commit(p, b);
+    if (gdn__seq_slot(p, b) < 0 || gdn__seq_fresh(p, b) || (k != 0 && k != n)) return 0;
+    for (int64_t i = 0; i < p->a.n_checkpoints; ++i)
+        if (p->a.checkpoints[i].seq == b) return 0;
+    return 1;
+}
+
+/* Whether sequences b and c run in one call: both plain, with the same window and commit. */
+static int same_run(const gdn__layer_problem *p, int64_t b, int64_t c) {
+    return plain(p, b) && plain(p, c) && gdn__seq_len(p, b) == gdn__seq_len(p, c) &&
+           gdn__seq_commit(p, b) == gdn__seq_commit(p, c);
+}
+
 int gdn__layer_uniform(const gdn__layer_problem *p) {
-    const int64_t n = gdn__seq_len(p, 0), k = gdn__seq_commit(p, 0);
-    if (p->a.n_checkpoints || (k != 0 && k != n)) return 0;
     for (int64_t b = 0; b < p->a.B; ++b)
-        if (gdn__seq_slot(p, b) < 0 || gdn__seq_fresh(p, b) || gdn__seq_len(p, b) != n || gdn__seq_commit(p, b) != k)
-            return 0;
+        if (!same_run(p, 0, b)) return 0;
     return 1;
 }
 
@@ -94,13 +106,20 @@ static gdn_status sequence(const gdn__layer_problem *p, const gdn__layer_buffers
     return GDN_OK;
 }
 
+/* Each run of two or more consecutive plain sequences with the same window and commit (a batch's decode steps or
+ * verify windows, a uniform batch whole) in one batch-form call over the pool, the others a sequence at a time. */
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
-    if (p->a.B > 1 && gdn__layer_uniform(p)) {
-        const int64_t n = gdn__seq_len(p, 0);
-        return delta(p, bufs, 0, p->a.B, n, p->a.state, gdn__seq_commit(p, 0) ? p->a.state : NULL, p->a.slot, delta_kernel);
-    }
+    const gdn_layer_args *a = &p->a;
     gdn_status s = GDN_OK;
-    for (int64_t b = 0; b < p->a.B && s == GDN_OK; ++b)
-        if (gdn__seq_slot(p, b) >= 0) s = sequence(p, bufs, b, delta_kernel);
+    for (int64_t b0 = 0, b1 = 0; b0 < a->B && s == GDN_OK; b0 = b1) {
+        for (b1 = b0 + 1; b1 < a->B && same_run(p, b0, b1);) ++b1;
+        if (b1 - b0 == 1) {
+            if (gdn__seq_slot(p, b0) >= 0) s = sequence(p, bufs, b0, delta_kernel);
+            continue;
+        }
+        float *state = a->slot ? a->state : a->state + b0 * a->Hv * a->Dk * a->Dv; /* no slots: entry b */
+        s = delta(p, bufs, gdn__seq_start(p, b0), b1 - b0, gdn__seq_len(p, b0), state,
+                  gdn__seq_commit(p, b0) ? state : NULL, a->slot ? a->slot + b0 : NULL, delta_kernel);
+    }
     return s;
 }

@@ -106,15 +106,20 @@ TEST(layer_cpu_kept_workspaces_change_nothing) {
 
 /* Every CPU layer kernel, every dtype, thread counts 1 and all: ref's bits. */
 TEST(layer_cpu_kernels_equal_ref) {
-    const int32_t len[4] = {3, 1, 17, 2};
+    /* batch 0: a partial commit, a fresh, a verify and a skipped sequence; batch 1: runs of like windows (decode
+     * steps, committing verify windows, verifies), which the staged path runs as one call each, between others */
+    const int32_t len[2][8] = {{3, 1, 17, 2}, {1, 1, 1, 3, 3, 17, 2, 2}};
     for (int s = 0; s < SHAPES; ++s)
-        for (int dt = 0; dt < 3; ++dt) {
-            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)dt, 4, len, 20 + s);
+        for (int dt = 0; dt < 6; ++dt) {
+            const int batch = dt / 3;
+            lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, (gdn_dtype)(dt % 3),
+                                 batch ? 8 : 4, len[batch], 20 + s + 10 * batch);
             g.layout = (gdn_state_layout)(s & 1), g.bias = dt & 1, g.A_log = s & 1, g.planes = shapes[s].Dv % 16 == 0;
             lcase c;
             lrun want;
             if (!lcase_init(&c, &g) || !lrun_init(&want, &c, 0)) { CHECK(0, "allocation"); return; }
-            c.commit[0] = 2, c.commit[2] = 0, c.slot[3] = -1, c.fresh[1] = 1;
+            if (batch == 0) c.commit[0] = 2, c.commit[2] = 0, c.slot[3] = -1, c.fresh[1] = 1;
+            else c.commit[5] = 9, c.commit[6] = c.commit[7] = 0, c.slot[1] = 9, c.slot[4] = 10;
             CHECK(lcase_run(&c, &want, "ref", 0) == GDN_OK, "%s", gdn_last_error());
             for (int k = 0; k < gdn_layer_kernel_count(); ++k) {
                 const char *name = gdn_layer_kernel_name(k);

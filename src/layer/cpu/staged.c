@@ -3,8 +3,8 @@
  *   1. prologue, an item per (sequence, head of q, k or v): per token, the conv and SiLU of the head's channels,
  *      the L2 norm of q and k heads; the v items also the gate and beta of their head. Into f32 buffers:
  *      q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv].
- *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence on the slot's state), the readout o into
- *      [T, Hv, Dv] f32.
+ *   2. the recurrence (gdn__layer_recurrence: gdn_delta per sequence, or per run of like windows, on the slots'
+ *      states), the readout o into [T, Hv, Dv] f32.
  *   3. epilogue, an item per (token, value head): the gated RMSNorm of o into y (zeros for a skipped sequence),
  *      and y's planes when asked for.
  *   4. the histories of the checkpoints, then of the committing sequences, an item per (sequence or checkpoint,
