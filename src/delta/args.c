@@ -252,7 +252,7 @@ static int slots_apply(const gdn_delta_args *a) {
            a->gate_kind != GDN_GATE_VECTOR;
 }
 
-/* The window of sequence b of a batch-form call (its first token *t0); *skipped: its slot is negative. */
+/* The number of tokens in sequence b's window of a batch-form call; *skipped: its slot is negative. */
 static int64_t window_of(const gdn_delta_args *a, int64_t b, int *skipped) {
     *skipped = a->state_slot && a->state_slot[b] < 0;
     return a->cu_seqlens ? a->cu_seqlens[b + 1] - a->cu_seqlens[b] : a->T;
