@@ -111,8 +111,9 @@ static gdn_status sequence(const gdn__layer_problem *p, const gdn__layer_buffers
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
     const gdn_layer_args *a = &p->a;
     gdn_status s = GDN_OK;
-    for (int64_t b0 = 0, b1 = 0; b0 < a->B && s == GDN_OK; b0 = b1) {
-        for (b1 = b0 + 1; b1 < a->B && same_run(p, b0, b1);) ++b1;
+    for (int64_t b0 = 0, b1 = 0; b0 < a->B && s == GDN_OK; b0 = b1) { /* the run b0 .. b1 - 1 */
+        b1 = b0 + 1;
+        while (b1 < a->B && same_run(p, b0, b1)) ++b1;
         if (b1 - b0 == 1) {
             if (gdn__seq_slot(p, b0) >= 0) s = sequence(p, bufs, b0, delta_kernel);
             continue;
