@@ -1,7 +1,8 @@
 /* gdn_delta's batch form on CUDA. Without a device (or without a CUDA build): GDN_ERR_NO_DEVICE and nothing
  * written. With a device: the routed call and every eligible CUDA kernel on a few batches (mixed windows, decode
  * steps, uniform windows (one launch), runs of decode steps and of verify windows around a prompt (a launch a run),
- * skipped and permuted slots in a larger pool, in place, separate pools, state_out NULL with a shared slot)
+ * skipped and permuted slots in a larger pool, in place, separate pools, state_out NULL with a shared slot, no
+ * state_slot)
  * bitwise equal to the CPU ref's batch form, y poisoned (0xFF bytes) first. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,8 @@
 typedef struct gpu_batch {
     int64_t B, slots;
     int32_t cu[9], slot[8];
-    int mode; /* 0: in place; 1: separate pools; 2: state_out NULL */
+    int mode;   /* 0: in place; 1: separate pools; 2: state_out NULL */
+    int noslot; /* state_slot NULL: sequence b on entry b (slots 0 .. B - 1, a pool of B) */
     case_cfg cfg;
 } gpu_batch;
 
@@ -31,11 +33,18 @@ static gpu_batch gpu_batch_of(const int32_t *lengths, const int32_t *slots, int6
     return b;
 }
 
+/* b with state_slot NULL (its slots must be 0 .. B - 1, its pool B entries). */
+static gpu_batch without_slots(gpu_batch b) {
+    b.noslot = 1;
+    return b;
+}
+
 /* The batch-form arguments of a case's inputs (host or device copies), pools per mode. */
 static gdn_delta_args gpu_batch_args(const gpu_batch *bt, const gdn_case *c, void *y, const float *pool_in,
                                      float *pool_out) {
     gdn_delta_args a = case_args(c);
-    a.B = bt->B, a.T = 0, a.cu_seqlens = bt->cu, a.state_slot = bt->slot, a.slots = bt->slots;
+    a.B = bt->B, a.T = 0, a.cu_seqlens = bt->cu, a.state_slot = bt->noslot ? NULL : bt->slot;
+    a.slots = bt->noslot ? 0 : bt->slots;
     a.y = y;
     a.state_in = bt->mode == 0 ? pool_out : pool_in;
     a.state_out = bt->mode == 2 ? NULL : pool_out;
@@ -146,6 +155,7 @@ TEST(batch_gpu_equals_cpu_ref) {
     static const int32_t ones[] = {1, 1, 1, 1, 1, 1, 1, 1}, threes[] = {3, 3, 3, 3, 3, 3, 3, 3}, twos[] = {2, 2, 2, 2, 2, 2, 2, 2};
     static const int32_t permuted[] = {7, 3, 5, 0, 9, 4, 1, 6}, shared_all[] = {5, 0, 5, 8, 2, 5, 1, 1};
     static const int32_t serving[] = {1, 1, 1, 1, 1, 40, 3, 3}; /* decodes, a prompt, verify windows */
+    static const int32_t identity[] = {0, 1, 2, 3, 4, 5, 6, 7};
     const case_cfg bf16_vk = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_BF16, .gate_kind = GDN_GATE_RAW,
                               .beta_kind = GDN_BETA_LOGIT, .layout = GDN_STATE_VK, .mask = 1, .seed = 61};
     const case_cfg f32_kv = {.Hk = 2, .Hv = 4, .Dk = 128, .Dv = 64, .dtype = GDN_F32, .gate_kind = GDN_GATE_DECAY,
@@ -161,7 +171,8 @@ TEST(batch_gpu_equals_cpu_ref) {
                                  gpu_batch_of(threes, permuted, 8, 10, 1, f32_kv),
                                  gpu_batch_of(twos, shared_all, 8, 9, 2, bf16_vk),
                                  gpu_batch_of(serving, permuted, 8, 10, 0, bf16_vk),
-                                 gpu_batch_of(serving, permuted, 8, 10, 1, f32_kv)};
+                                 gpu_batch_of(serving, permuted, 8, 10, 1, f32_kv),
+                                 without_slots(gpu_batch_of(serving, identity, 8, 8, 0, bf16_vk))};
     int runs = 0;
     for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) check_gpu_batch(&batches[i], &runs);
     CHECK(runs >= 10, "only %d runs", runs);
