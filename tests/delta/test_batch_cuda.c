@@ -33,12 +33,6 @@ static gpu_batch gpu_batch_of(const int32_t *lengths, const int32_t *slots, int6
     return b;
 }
 
-/* b with state_slot NULL (its slots must be 0 .. B - 1, its pool B entries). */
-static gpu_batch without_slots(gpu_batch b) {
-    b.noslot = 1;
-    return b;
-}
-
 /* The batch-form arguments of a case's inputs (host or device copies), pools per mode. */
 static gdn_delta_args gpu_batch_args(const gpu_batch *bt, const gdn_case *c, void *y, const float *pool_in,
                                      float *pool_out) {
@@ -84,6 +78,12 @@ TEST(batch_gpu_without_device_writes_nothing) {
 }
 
 #ifdef GDN_HAVE_CUDA
+
+/* b with state_slot NULL (its slots must be 0 .. B - 1, its pool B entries). */
+static gpu_batch without_slots(gpu_batch b) {
+    b.noslot = 1;
+    return b;
+}
 
 /* The routed call and every eligible CUDA kernel against the CPU ref on one batch. */
 static void check_gpu_batch(const gpu_batch *bt, int *runs) {
