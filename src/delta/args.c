@@ -320,8 +320,10 @@ static gdn_status run_grouped(const gdn__problem *p) {
         if (take[b0] || skipped || w > 8) continue;
         int skip_next = 0;
         while (b1 < a->B && !take[b1] && window_of(a, b1, &skip_next) == w && !skip_next) ++b1;
-        if (b1 - b0 < 2 || run_slots(p, b0, b1, w, 0) != GDN_OK) continue;
-        if ((s = run_slots(p, b0, b1, w, 1)) == GDN_OK) memset(take + b0, 1, (size_t)(b1 - b0));
+        if (b1 - b0 < 2) continue;
+        const gdn_status r = run_slots(p, b0, b1, w, 1); /* judged whole before its first launch */
+        if (r == GDN_OK) memset(take + b0, 1, (size_t)(b1 - b0));
+        else if (r != GDN_ERR_INELIGIBLE) s = r;
     }
     if (s == GDN_OK) s = run_sequences(p, take);
     free(take);
