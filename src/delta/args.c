@@ -277,11 +277,12 @@ static gdn_status run_slots(const gdn__problem *p, int64_t b0, int64_t b1, int64
     return s == GDN_OK ? s : GDN_ERR_INELIGIBLE;
 }
 
-/* The batch form in one launch per GDN_DEC_SLOTS sequences where every window has the same n <= 8 tokens, none is
- * skipped and slots_apply (run_slots). */
+/* The batch form in one launch per GDN_DEC_SLOTS sequences where two or more windows have the same n <= 8 tokens,
+ * none is skipped and slots_apply (run_slots). A batch of one runs as its own dense call, on the kernel the router
+ * picks for it (cuda_window at the model's heads). */
 static gdn_status run_batched(const gdn__problem *p, int launch) {
     const gdn_delta_args *a = &p->a;
-    if (!slots_apply(a)) return GDN_ERR_INELIGIBLE;
+    if (!slots_apply(a) || a->B < 2) return GDN_ERR_INELIGIBLE;
     int skipped = 0;
     const int64_t n = window_of(a, 0, &skipped);
     for (int64_t b = 0; b < a->B; ++b)

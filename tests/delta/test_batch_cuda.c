@@ -120,13 +120,18 @@ static void check_gpu_batch(const gpu_batch *bt, int *runs) {
         CHECK(cudaMemset(d_y, 0xff, ny) == cudaSuccess);
         CHECK(start ? cudaMemcpy(d_out, start, n_pool * 4, cudaMemcpyHostToDevice) == cudaSuccess
                     : cudaMemset(d_out, 0xff, n_pool * 4) == cudaSuccess);
-        if (k < 0) { /* uniform windows, every slot >= 0, a scalar gate: one launch, named cuda_decode */
-            int uniform = g->gate_kind != GDN_GATE_VECTOR;
+        if (k < 0) { /* two or more uniform windows, every slot >= 0, a scalar gate: one launch, named cuda_decode */
+            int uniform = g->gate_kind != GDN_GATE_VECTOR && bt->B >= 2;
             for (int64_t b = 0; b < bt->B; ++b)
                 uniform &= bt->slot[b] >= 0 && bt->cu[b + 1] - bt->cu[b] == bt->cu[1] && bt->cu[1] <= 8;
             const char *routed = NULL;
             CHECK(gdn_route(&a, &routed) == GDN_OK && (!uniform || strcmp(routed, "cuda_decode") == 0),
                   "routed to %s (uniform %d)", routed ? routed : "?", uniform);
+            int window = -1; /* a batch of one runs as its dense call: cuda_window where it takes it */
+            for (int w = 0; w < gdn_kernel_count(); ++w)
+                if (strcmp(gdn_kernel_name(w), "cuda_window") == 0) window = w;
+            CHECK(bt->B != 1 || !gdn_kernel_eligible(window, &a) || (routed && strcmp(routed, "cuda_window") == 0),
+                  "a batch of one routed to %s", routed ? routed : "?");
         }
         CHECK(gdn_delta(&a) == GDN_OK, "%s: %s (%s)", name, gdn_last_error(), case_describe(g));
         CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s", name);
@@ -172,7 +177,9 @@ TEST(batch_gpu_equals_cpu_ref) {
                                  gpu_batch_of(twos, shared_all, 8, 9, 2, bf16_vk),
                                  gpu_batch_of(serving, permuted, 8, 10, 0, bf16_vk),
                                  gpu_batch_of(serving, permuted, 8, 10, 1, f32_kv),
-                                 without_slots(gpu_batch_of(serving, identity, 8, 8, 0, bf16_vk))};
+                                 without_slots(gpu_batch_of(serving, identity, 8, 8, 0, bf16_vk)),
+                                 gpu_batch_of(ones, permuted, 1, 10, 0, bf16_vk), /* one decode at slot 7 */
+                                 gpu_batch_of(threes + 1, permuted + 2, 1, 10, 1, f32_kv)};
     int runs = 0;
     for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) check_gpu_batch(&batches[i], &runs);
     CHECK(runs >= 10, "only %d runs", runs);
