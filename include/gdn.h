@@ -126,8 +126,9 @@ typedef struct gdn_delta_args {
     /* The batch form (below); all zero: the dense form above. */
     const int32_t *cu_seqlens;    /* NULL: dense [B, T, ...] tensors. Else [B + 1], host: the varlen batch form */
     const int32_t *state_slot;    /* NULL: sequence b's state is entry b. Else [B], host: its slot in the pools */
-    int64_t slots;                /* with state_slot: the pools' first dimension (>= 1); without: must be 0 */
-    uint64_t reserved[8];         /* must be zero: room for fields of later versions */
+    int64_t slots;                /* with state_slot or state_slot_device: the pools' first dimension (>= 1); else 0 */
+    const int32_t *state_slot_device; /* CUDA: NULL, or [B] int32 in device memory, read by the kernel (below) */
+    uint64_t reserved[7];         /* must be zero: room for fields of later versions */
 } gdn_delta_args;
 
 /* The batch form: a serving engine's varlen batch over a pool of states (flash-linear-attention's cu_seqlens and
@@ -144,7 +145,14 @@ typedef struct gdn_delta_args {
  * be eligible for every sequence's window) or the router's choice for that window. gdn_route names the longest
  * window's kernel (the first of the longest); gdn_kernel_eligible is 1 when the kernel takes every window. All is
  * validated before anything is written; only a failure inside a kernel (workspace, launch) can follow earlier
- * sequences' writes. */
+ * sequences' writes.
+ *
+ * Slots on the device (CUDA graphs, vLLM's ssm_state_indices): state_slot_device [B] int32 in device memory, with the
+ * dense [B, T] tensors (cu_seqlens and state_slot NULL), T <= 8, a scalar gate and pools [slots, Hv, ...]. The kernel
+ * reads sequence b's slot when it runs, so a captured graph replays with the slots written before each replay. A slot
+ * < 0 or >= slots skips the sequence (y rows +0, no state written): a slot on the device cannot be reported, so one
+ * out of range is skipped, never followed. Two sequences must not write one slot (not checked: it is on the device).
+ * Kernels: cuda_window and cuda_decode's streamed kernel; the bits are those of the same call with host slots. */
 
 /* Runs the recurrence over the window. CPU calls return when done; CUDA calls are asynchronous on the
  * stream (arguments are validated, and launch errors reported, before returning). */

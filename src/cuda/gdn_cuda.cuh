@@ -26,6 +26,8 @@ struct gdn_dev_args {
     const float *state_in;
     float *state_out;
     float scale;
+    const int32_t *slot_dev; /* state_slot_device: sequence b's slot, read after the dependency wait; NULL: entry b */
+    int64_t slots;
 };
 
 static inline gdn_dev_args gdn_dev_args_of(const gdn__problem *p) {
@@ -38,6 +40,7 @@ static inline gdn_dev_args gdn_dev_args_of(const gdn__problem *p) {
     d.q = a->q; d.k = a->k; d.v = a->v; d.y = a->y;
     d.gate = a->gate; d.A_log = a->A_log; d.dt_bias = a->dt_bias; d.beta = a->beta; d.mask = a->mask;
     d.state_in = a->state_in; d.state_out = a->state_out; d.scale = a->scale;
+    d.slot_dev = a->state_slot_device; d.slots = a->slots;
     return d;
 }
 
@@ -455,7 +458,7 @@ __device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int6
                                                      int64_t j0) {
     constexpr int DS = DT == GDN_F32 ? 4 : 2;
     const int x = threadIdx.x;
-    if (a.state_in) {
+    if (a.state_in && !a.slot_dev) { /* slots on the device are read after the dependency wait */
         const float *s = a.state_in + (sb * a.Hv + h) * DK * a.Dv;
         if (!KV && x == 0) gdn_prefetch_l2_bulk(s + j0 * DK, 32 * DK * 4);
         if (KV)
@@ -472,6 +475,18 @@ __device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int6
         gdn_prefetch_l2(a.beta + gi);
         if (a.mask) gdn_prefetch_l2(a.mask + bt);
     }
+}
+
+/* Sequence b's state entry with slots on the device (a.slot_dev; after the dependency wait), or b; *skip: a slot
+ * outside [0, slots), whose sequence writes y = 0 and no state (its reads take entry 0, which exists). */
+__device__ __forceinline__ int64_t gdn_state_entry(const gdn_dev_args &a, int64_t b, bool *skip) {
+    if (!a.slot_dev) {
+        *skip = false;
+        return b;
+    }
+    const int32_t slot = __ldg(a.slot_dev + b);
+    *skip = slot < 0 || slot >= a.slots;
+    return *skip ? 0 : slot;
 }
 
 /* The first statement of a kernel launched with gdn_launch_pdl (a no-op under a plain launch), or the first after its

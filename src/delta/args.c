@@ -30,6 +30,21 @@ static gdn_status validate_batch(const gdn_delta_args *a) {
     return gdn__check_slot_writers("state_slot", a->state_slot, NULL, a->B, "both write it (args->state_out is not NULL)");
 }
 
+/* Slots on the device (gdn.h): a CUDA call of dense windows of at most 8 tokens and a scalar gate. */
+static gdn_status validate_device_slots(const gdn_delta_args *a) {
+    if (a->backend != GDN_BACKEND_CUDA)
+        return FAIL(GDN_ERR_UNSUPPORTED, "args->state_slot_device: slots in device memory need GDN_BACKEND_CUDA");
+    if (a->state_slot || a->cu_seqlens)
+        return FAIL(GDN_ERR_UNSUPPORTED, "args->state_slot_device: takes the dense [B, T] form (args->%s must be NULL)",
+                    a->state_slot ? "state_slot" : "cu_seqlens");
+    if (a->T > 8 || a->gate_kind == GDN_GATE_VECTOR)
+        return FAIL(GDN_ERR_UNSUPPORTED, "args->state_slot_device: %s", a->T > 8 ? "windows of at most 8 tokens (args->T)"
+                                                                              : "a scalar gate (args->gate_kind)");
+    if (((uintptr_t)a->state_slot_device & 3) != 0)
+        return FAIL(GDN_ERR_ALIGNMENT, "args->state_slot_device is not aligned to 4 bytes");
+    return GDN_OK;
+}
+
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     if (!args) return FAIL(GDN_ERR_NULL_POINTER, "args is NULL");
     const gdn_delta_args *a = args;
@@ -38,16 +53,19 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         return FAIL(GDN_ERR_BAD_ENUM, "args->gate_kind = %d: not a gdn_gate_kind", (int)a->gate_kind);
     if ((unsigned)a->beta_kind > GDN_BETA_LOGIT)
         return FAIL(GDN_ERR_BAD_ENUM, "args->beta_kind = %d: not a gdn_beta_kind", (int)a->beta_kind);
-    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 8);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 7);
     if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {{"B", a->B},   {"T", a->T},   {"Hk", a->Hk},
                                                                  {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}};
     for (int i = 0; i < 6; ++i)
         if (sizes[i].value < 1 && !(a->cu_seqlens && i == 1)) /* the batch form's T: validate_batch */
             return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
-    if (a->state_slot ? a->slots < 1 : a->slots != 0)
+    const int pooled = a->state_slot || a->state_slot_device;
+    if (pooled ? a->slots < 1 : a->slots != 0)
         return FAIL(GDN_ERR_BAD_SIZE, "args->slots = %lld: must be %s", (long long)a->slots,
-                    a->state_slot ? "at least 1 with args->state_slot" : "0 without args->state_slot");
+                    pooled ? "at least 1 with args->state_slot or state_slot_device"
+                           : "0 without args->state_slot or state_slot_device");
+    if (a->state_slot_device && (shared = validate_device_slots(a)) != GDN_OK) return shared;
     if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
     const struct { const char *name; const void *ptr; } required[] = {
         {"q", a->q}, {"k", a->k}, {"v", a->v}, {"y", a->y}, {"gate", a->gate}, {"beta", a->beta}};
@@ -64,7 +82,7 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     int ok = 1;
     const int64_t T = a->cu_seqlens ? a->cu_seqlens[a->B] : a->T; /* tokens per sequence, or of the batch */
     const int64_t tokens = a->cu_seqlens ? T : GDN_SIZE_PROD(&ok, a->B, T);
-    const int64_t states = a->state_slot ? a->slots : a->B;
+    const int64_t states = pooled ? a->slots : a->B;
     const gdn__extent q = {a->q, GDN_SIZE_PROD(&ok, tokens, a->Hk, a->Dk, ds)}, k = {a->k, q.bytes};
     const gdn__extent v = {a->v, GDN_SIZE_PROD(&ok, tokens, a->Hv, a->Dv, ds)}, y = {a->y, v.bytes};
     const int64_t gate_row = a->gate_kind == GDN_GATE_VECTOR ? a->Dk : 1;
@@ -82,14 +100,16 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
                     (long long)a->Dk, (long long)a->Dv);
 
     /* y overlaps nothing; state_out overlaps no input except state_in exactly (in place). */
-    static const char *const input_names[] = {"q", "k", "v", "gate", "beta", "mask", "A_log", "dt_bias", "state_in"};
-    const gdn__extent inputs[] = {q, k, v, gate, beta, mask, A_log, dt_bias, state_in};
+    static const char *const input_names[] = {"q",     "k",       "v",       "gate",     "beta",
+                                              "mask",  "A_log",   "dt_bias", "state_slot_device", "state_in"};
+    const gdn__extent slot_device = {a->state_slot_device, GDN_SIZE_PROD(&ok, a->B, 4)};
+    const gdn__extent inputs[] = {q, k, v, gate, beta, mask, A_log, dt_bias, slot_device, state_in};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i) {
         if (gdn__overlaps(y, inputs[i])) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->%s", input_names[i]);
         const int in_place = i == sizeof inputs / sizeof inputs[0] - 1 && state_out.p == state_in.p; /* state_in */
         if (!in_place && gdn__overlaps(state_out, inputs[i]))
             return FAIL(GDN_ERR_OVERLAP, "args->state_out overlaps args->%s%s", input_names[i],
-                        i == 8 ? " without being equal to it (in place)" : "");
+                        i == 9 ? " without being equal to it (in place)" : "");
     }
     if (gdn__overlaps(y, state_out)) return FAIL(GDN_ERR_OVERLAP, "args->y overlaps args->state_out");
 

@@ -85,6 +85,75 @@ static gpu_batch without_slots(gpu_batch b) {
     return b;
 }
 
+/* A batch of uniform windows (n <= 8 tokens, a scalar gate, state_slot given) as the dense [B, n] form with its slots
+ * on the device (state_slot_device), routed and through each kernel that takes it: bitwise the CPU ref's batch form
+ * (y_ref, pool_ref); then every slot moved out of range (>= slots, or negative): y = +0, the pool untouched. */
+static void check_device_slots(const gpu_batch *bt, const gdn_case *dc, void *d_y, const float *d_in, float *d_out,
+                               const float *initial, const void *y_ref, const float *pool_ref, int *runs) {
+    const case_cfg *g = &bt->cfg;
+    const int64_t n = bt->cu[1];
+    int uniform = !bt->noslot && g->gate_kind != GDN_GATE_VECTOR && n <= 8;
+    for (int64_t b = 0; b < bt->B; ++b) uniform &= bt->cu[b + 1] - bt->cu[b] == n;
+    if (!uniform) return;
+    const size_t ny = (size_t)(bt->B * n * g->Hv * g->Dv) * (g->dtype == GDN_F32 ? 4 : 2);
+    const size_t n_pool = (size_t)(bt->slots * g->Hv * g->Dk * g->Dv);
+    void *y = malloc(ny), *zeros = calloc(ny, 1);
+    float *pool = malloc(n_pool * 4);
+    int32_t *d_slot = NULL, far[8];
+    CHECK(y && zeros && pool && cudaMalloc((void **)&d_slot, sizeof far) == cudaSuccess, "allocations");
+    static const char *const kernels[] = {NULL, "cuda_window", "cuda_decode", "cuda_decode:stream_sync",
+                                          "cuda_decode:stream_ws", "cuda_decode:warp2", "cuda_rowsplit"};
+    for (int pass = 0; y && zeros && pool && d_slot && pass < 2; ++pass) { /* pass 1: every slot out of range */
+        for (int64_t b = 0; b < bt->B; ++b) far[b] = b % 2 ? -1 - (int32_t)b : (int32_t)bt->slots + (int32_t)b;
+        CHECK(cudaMemcpy(d_slot, pass ? far : bt->slot, sizeof far, cudaMemcpyHostToDevice) == cudaSuccess);
+        for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; ++i) {
+            gdn_delta_args a = gpu_batch_args(bt, dc, d_y, d_in, d_out);
+            a.backend = GDN_BACKEND_CUDA;
+            a.B = bt->B, a.T = n, a.cu_seqlens = NULL, a.state_slot = NULL, a.state_slot_device = d_slot;
+            a.kernel = kernels[i];
+            const int takes = i < 5; /* the window and streamed decode kernels take slots on the device */
+            int idx = -1;
+            for (int w = 0; a.kernel && w < gdn_kernel_count(); ++w)
+                if (strncmp(a.kernel, gdn_kernel_name(w), strlen(gdn_kernel_name(w))) == 0 &&
+                    (a.kernel[strlen(gdn_kernel_name(w))] == 0 || a.kernel[strlen(gdn_kernel_name(w))] == ':'))
+                    idx = w;
+            if (a.kernel && !strchr(a.kernel, ':') && !gdn_kernel_eligible(idx, &a)) {
+                CHECK(!takes || strcmp(a.kernel, "cuda_window") == 0, "%s: not eligible with slots on the device", a.kernel);
+                continue;
+            }
+            const void *start = bt->mode == 1 ? NULL : initial;
+            CHECK(cudaMemset(d_y, 0xff, ny) == cudaSuccess);
+            CHECK(start ? cudaMemcpy(d_out, start, n_pool * 4, cudaMemcpyHostToDevice) == cudaSuccess
+                        : cudaMemset(d_out, 0xff, n_pool * 4) == cudaSuccess);
+            const gdn_status s = gdn_delta(&a);
+            if (!takes) {
+                CHECK(s == GDN_ERR_INELIGIBLE, "%s took slots on the device: %s", a.kernel, gdn_status_str(s));
+                continue;
+            }
+            if (s == GDN_ERR_INELIGIBLE && a.kernel && strchr(a.kernel, ':')) continue; /* KV: no warp-specialized form */
+            CHECK(s == GDN_OK, "%s with slots on the device: %s (%s)", a.kernel ? a.kernel : "(routed)", gdn_last_error(),
+                  case_describe(g));
+            CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            CHECK(cudaMemcpy(y, d_y, ny, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                  cudaMemcpy(pool, d_out, n_pool * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            const char *name = a.kernel ? a.kernel : "(routed)";
+            if (!pass) {
+                CHECK(memcmp(y, y_ref, ny) == 0, "%s: y with slots on the device differs from the CPU ref (%s)", name,
+                      case_describe(g));
+                CHECK(bt->mode == 2 || memcmp(pool, pool_ref, n_pool * 4) == 0,
+                      "%s: the pool with slots on the device differs from the CPU ref (%s)", name, case_describe(g));
+            } else {
+                CHECK(memcmp(y, zeros, ny) == 0, "%s: a slot out of range did not give y = +0", name);
+                CHECK(!start || memcmp(pool, initial, n_pool * 4) == 0, "%s: a slot out of range wrote the pool", name);
+                CHECK(start || poisoned_count(pool, n_pool, 4) == n_pool, "%s: a slot out of range wrote the pool", name);
+            }
+            ++*runs;
+        }
+    }
+    cudaFree(d_slot);
+    free(y), free(zeros), free(pool);
+}
+
 /* The routed call and every eligible CUDA kernel against the CPU ref on one batch. */
 static void check_gpu_batch(const gpu_batch *bt, int *runs) {
     const case_cfg *g = &bt->cfg;
@@ -142,6 +211,7 @@ static void check_gpu_batch(const gpu_batch *bt, int *runs) {
               name, case_describe(g));
         ++*runs;
     }
+    if (ok) check_device_slots(bt, &dc, d_y, d_in, d_out, initial, y_ref, pool_ref, runs);
     cudaFree(d_in), cudaFree(d_out), cudaFree(d_y);
     if (ok) case_device_free(&dc);
     free(y_ref), free(y), free(initial), free(pool_ref), free(pool);

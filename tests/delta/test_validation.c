@@ -122,6 +122,28 @@ TEST(validation_sizes) {
            a.Hk = 1; a.Hv = (int64_t)1 << 20; a.Dk = (int64_t)1 << 20; a.Dv = 1);
 }
 
+/* state_slot_device: CUDA, the dense form, T <= 8, a scalar gate, slots >= 1, 4-byte aligned; each refused with its
+ * field named and nothing written (the arena's slot words stand in for device memory: nothing reads them). */
+TEST(validation_device_slots) {
+    int32_t *slots = AT(S_PAD1, 0);
+    EXPECT(GDN_ERR_UNSUPPORTED, "state_slot_device on the CPU", a.state_slot_device = slots; a.slots = 2);
+    CHECK(strstr(gdn_last_error(), "state_slot_device") != NULL, "%s", gdn_last_error());
+    EXPECT(GDN_ERR_BAD_SIZE, "state_slot_device with slots = 0", a.backend = GDN_BACKEND_CUDA; a.state_slot_device = slots);
+    EXPECT(GDN_ERR_UNSUPPORTED, "state_slot_device with state_slot", a.backend = GDN_BACKEND_CUDA;
+           a.state_slot_device = slots; a.state_slot = slots; a.slots = 2);
+    EXPECT(GDN_ERR_UNSUPPORTED, "state_slot_device and T = 9", a.backend = GDN_BACKEND_CUDA; a.state_slot_device = slots;
+           a.slots = 2; a.T = 9);
+    EXPECT(GDN_ERR_UNSUPPORTED, "state_slot_device and a vector gate", a.backend = GDN_BACKEND_CUDA;
+           a.state_slot_device = slots; a.slots = 2; a.gate_kind = GDN_GATE_VECTOR);
+    EXPECT(GDN_ERR_ALIGNMENT, "state_slot_device misaligned", a.backend = GDN_BACKEND_CUDA;
+           a.state_slot_device = AT(S_PAD1, 2); a.slots = 2);
+    EXPECT(GDN_ERR_OVERLAP, "y over state_slot_device", a.backend = GDN_BACKEND_CUDA;
+           a.state_slot_device = (const int32_t *)slot(S_Y); a.slots = 2);
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0)
+        EXPECT(GDN_ERR_NO_DEVICE, "state_slot_device without a device", a.backend = GDN_BACKEND_CUDA;
+               a.state_slot_device = slots; a.slots = 2; a.kernel = NULL);
+}
+
 TEST(validation_head_ratio) {
     EXPECT(GDN_ERR_HEAD_RATIO, "Hk = 3, Hv = 4", a.Hk = 3);
     EXPECT(GDN_ERR_HEAD_RATIO, "Hk = 8, Hv = 4", a.Hk = 8);

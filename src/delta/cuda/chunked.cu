@@ -834,6 +834,7 @@ extern "C" {
 /* bf16 or f16; Dk = 128; Dv a multiple of 32; a log-decay or raw gate; q, k, v 16-byte aligned, y 4-byte; windows
  * below 2^31 tokens; the scan's shared memory available; the head grid within launch limits. */
 int gdn__delta_cuda_chunked_eligible(const gdn__problem *p) {
+    if (p->a.state_slot_device) return 0; /* slots on the device: the window and streamed decode kernels */
     const gdn_delta_args *a = &p->a;
     return gdn__cuda_devices() > 0 && (a->dtype == GDN_BF16 || a->dtype == GDN_F16) && a->Dk == DK &&
            a->Dv % NS == 0 && a->Dv / NS <= 65535 && a->Hv <= 65535 &&

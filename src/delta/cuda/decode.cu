@@ -33,13 +33,13 @@ static int gdn_decode_shape_ok(const gdn__problem *p) {
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_aligned16(a->q) && gdn_aligned16(a->k) && gdn_aligned16(a->state_in) &&
                         gdn_aligned16(a->state_out);
-    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_warp_grid_fits(p);
+    return gdn__cuda_devices() > 0 && dk_ok && a->Dv % 8 == 0 && aligned && gdn_warp_grid_fits(p) && !a->state_slot_device;
 }
 
 /* T <= 4, or windows up to 8 tokens where the streamed kernel takes them. */
 int gdn__delta_cuda_decode_eligible(const gdn__problem *p) {
-    if (p->a.T <= GDN_DECODE_TMAX) return gdn_decode_shape_ok(p);
-    return gdn__cuda_decode_stream_eligible(p);
+    if (p->a.T <= GDN_DECODE_TMAX && gdn_decode_shape_ok(p)) return 1;
+    return gdn__cuda_decode_stream_eligible(p); /* also the one with slots on the device */
 }
 
 /* Routed where eligible, except KV windows of more than 4 tokens over no more 32-column items than SMs, which rowsplit
@@ -54,7 +54,7 @@ int gdn__delta_cuda_decode_routed(const gdn__problem *p) {
  * loading straight into registers, 3.0 us on the H200 against 3.9 for the streamed kernel, whose one item per block
  * has nothing to overlap (docs/kernels/cuda_decode.md). Else the streamed kernel where it applies, else warps of 8 columns. */
 static int gdn_decode_few_items(const gdn__problem *p) {
-    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && gdn_cuda_items32_in_one_wave(p);
+    return p->a.T == 1 && p->a.state_layout == GDN_STATE_VK && gdn_cuda_items32_in_one_wave(p) && !p->a.state_slot_device;
 }
 
 /* cols: the warp kernel with that many columns per warp (1, 2, 4 at Dk = 128 only; 8), or 32: the streamed kernel,

@@ -74,18 +74,24 @@ struct gdn_dec_slots {
     int32_t slot[SL ? GDN_DEC_SLOTS : 1];
 };
 
-/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group; sbh = (its state entry) Hv + h.
- * 32-bit divisions: the launcher keeps every item index below 2^31. */
+/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group; sbh = (its state entry) Hv + h;
+ * skip: its slot (on the device) is out of range: y = 0, no state written. 32-bit divisions: the launcher keeps every
+ * item index below 2^31. */
 struct gdn_dec_item {
     int64_t sbh, b, h, hk, j0;
+    bool skip;
 };
 
+/* waited: after the dependency wait, where slots on the device may be read (before it, entry b: for prefetches, which
+ * then leave the state alone) */
 template <bool SL>
-__device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, const gdn_dec_slots<SL> &sl, unsigned u) {
+__device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, const gdn_dec_slots<SL> &sl, unsigned u,
+                                                        bool waited = true) {
     const unsigned col_items = (unsigned)(a.Dv / GDN_DEC_COLS), Hv = (unsigned)a.Hv;
     const unsigned bh = u / col_items, b = bh / Hv, h = bh - b * Hv;
     gdn_dec_item I;
-    I.sbh = SL ? (int64_t)sl.slot[b] * Hv + h : (int64_t)bh;
+    I.skip = false;
+    I.sbh = SL ? (int64_t)sl.slot[b] * Hv + h : waited ? gdn_state_entry(a, b, &I.skip) * Hv + h : (int64_t)bh;
     I.b = b; I.h = h; I.hk = h / (unsigned)a.group; I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
     return I;
 }
@@ -116,7 +122,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1)
     constexpr int NT = GDN_DEC_WARPS * 32, DK = 32 * C, DS = DT == GDN_F32 ? 4 : 2;
     extern __shared__ __align__(16) unsigned char sm[];
     if (blockIdx.x < items) { /* the block's first item, asked of L2 while the kernel before it may still run */
-        const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x);
+        const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x, false);
         gdn_prefetch_columns<DT, VEC, KV, DK>(a, I.b, I.sbh / a.Hv, I.h, I.hk, I.j0);
     }
     gdn_grid_dependency_wait();
@@ -209,7 +215,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1)
     /* table entry e: token t of item I (mask bit, gate, beta) */
     auto table_entry = [&](const gdn_dec_item &I, int t, int e) {
         const int64_t bt = I.b * a.T + t, gi = bt * a.Hv + I.h;
-        tab_live[e] = a.mask == NULL || a.mask[bt] != 0;
+        tab_live[e] = !I.skip && (a.mask == NULL || a.mask[bt] != 0);
         tab_g[e] = VEC ? 0.0f : gdn_gate_of(a, __ldg(a.gate + gi), I.h);
         tab_beta[e] = gdn_beta_of(a, __ldg(a.beta + gi));
     };
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1)
             if (KV) gdn_st(a.y, DT, y_row + (t > 0 ? t - 1 : 0) * a.Hv * a.Dv, y_prev());
             prev_live = live;
         }
-        if (!a.state_out) return;
+        if (!a.state_out || I.skip) return;
         if (KV) {
             /* back into the stage where they came from; the block writes the rows out after a barrier */
 #pragma unroll
@@ -397,7 +403,7 @@ __global__ void __launch_bounds__((GDN_DEC_WARPS + 1) * 32, C <= 4 ? 3 : 1)
         const gdn_dec_item I = gdn_dec_item_of(a, sl, blockIdx.x + n * gridDim.x);
         compute(I, sg, e0);
         __syncthreads(); /* stage sg is free for item n + stages (KV: holds item n's new state) */
-        if (KV && a.state_out) {
+        if (KV && a.state_out && !I.skip) {
             write_rows(I, sg);
             __syncthreads();
         }

@@ -15,6 +15,7 @@ static gdn_status gdn_generic_cm(const gdn__problem *p) {
 extern "C" {
 
 int gdn__delta_cuda_generic_eligible(const gdn__problem *p) {
+    if (p->a.state_slot_device) return 0; /* slots on the device: the window and streamed decode kernels */
     return gdn__cuda_devices() > 0 && p->a.Dk <= 1024 && gdn_warp_grid_fits(p);
 }
 

@@ -425,6 +425,7 @@ extern "C" {
 /* Dk a power of two from 32 to 256, Dv % 8 == 0 (16-byte rows of v), 16-byte aligned q, k, v, vector gate and
  * state, a grid of blocks of 8 columns or more. Any B, T, heads, dtype, gate, beta, mask, layout. */
 int gdn__delta_cuda_packed_eligible(const gdn__problem *p) {
+    if (p->a.state_slot_device) return 0; /* slots on the device: the window and streamed decode kernels */
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 32 || a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);

@@ -357,6 +357,7 @@ extern "C" {
 /* Dk in {64, 128, 256}, Dv % 32 == 0 (whole warps of columns), 16-byte aligned q, k, v, vector gate and state.
  * Any B, T, heads, dtype, gate, beta, mask, layout. */
 int gdn__delta_cuda_rowsplit_eligible(const gdn__problem *p) {
+    if (p->a.state_slot_device) return 0; /* slots on the device: the window and streamed decode kernels */
     const gdn_delta_args *a = &p->a;
     const int dk_ok = a->Dk == 64 || a->Dk == 128 || a->Dk == 256;
     const int aligned = gdn_staged_tensors_aligned16(a);

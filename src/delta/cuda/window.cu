@@ -36,14 +36,15 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, T = (int)a.T;
     const unsigned col_blocks = (unsigned)(a.Dv / GDN_WIN_COLS), bh32 = blockIdx.x / col_blocks;
     const unsigned b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
-    const int64_t bh = bh32, b = b32, h = h32, hk = h32 / (unsigned)a.group;
+    const int64_t b = b32, h = h32, hk = h32 / (unsigned)a.group;
     const int64_t j0 = (int64_t)(blockIdx.x - bh32 * col_blocks) * GDN_WIN_COLS, jw = j0 + NC * warp;
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
-    const int64_t sbase = bh * DK * a.Dv;
 
     /* everything the block reads, asked of L2 while the kernel before it may still run */
     gdn_prefetch_columns<DT, VEC, KV, DK>(a, b, b, h, hk, j0);
     gdn_grid_dependency_wait();
+    bool skip; /* slots on the device: one out of range writes y = 0 and no state */
+    const int64_t sbase = (gdn_state_entry(a, b, &skip) * a.Hv + h) * DK * a.Dv;
 
     /* lane t < T: the raw gate, beta and mask bit of token t (and the head's A_log, dt_bias), loaded first: the gate's
      * and beta's math (double precision) then runs while the state is still arriving */
@@ -57,7 +58,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
             hg = gdn_head_gate_of(a, h);
         }
         beta_raw = __ldg(a.beta + gi);
-        live_lane = a.mask == NULL || a.mask[b * a.T + lane] != 0;
+        live_lane = !skip && (a.mask == NULL || a.mask[b * a.T + lane] != 0);
     }
 
     /* KV: the tile's copies, 8 pieces of 16 bytes per key row */
@@ -176,13 +177,13 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
         prev_live = live;
     }
     if (T > 1) store_held(T - 2);
-    if (!KV && a.state_out) write_state();
+    if (!KV && a.state_out && !skip) write_state();
     float ro[1][NC], r[1];
 #pragma unroll
     for (int n = 0; n < NC; ++n) ro[0][n] = o[n];
     gdn_tree_transposed<NC, 1>(ro, r, lane);
     if (lane < NC) gdn_st_dt<DT>(a.y, y0 + (T - 1) * v_row, prev_live ? __fmul_rn(r[0], a.scale) : 0.0f);
-    if (KV && a.state_out) write_state();
+    if (KV && a.state_out && !skip) write_state();
 }
 
 template <int DT, bool VEC, int C>
