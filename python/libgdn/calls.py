@@ -109,9 +109,9 @@ def check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, 
 
 
 def call_delta(sizes, q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, y, cu_seqlens, state_slot,
-               gate_kind, beta_kind, state_layout, scale, kernel, threads, stream=None):
+               gate_kind, beta_kind, state_layout, scale, kernel, threads, stream=None, state_slot_device=None):
     """gdn_delta on checked arrays (check_delta's sizes); y [like v] is written. cu_seqlens, state_slot: contiguous
-    host int32 arrays (numpy or CPU torch) or None."""
+    host int32 arrays (numpy or CPU torch) or None; state_slot_device: a contiguous int32 CUDA tensor [B] or None."""
     ptr = lambda name, x: None if x is None else pointer(name, x)
     a = capi.args(B=sizes["B"], T=sizes["T"], Hk=sizes["Hk"], Hv=sizes["Hv"], Dk=sizes["Dk"], Dv=sizes["Dv"],
                   dtype=DTYPE_CODE[dtype_name(q)], q=ptr("q", q), k=ptr("k", k), v=ptr("v", v), y=ptr("y", y),
@@ -121,7 +121,7 @@ def call_delta(sizes, q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state
                   state_out=ptr("state_out", state_out), scale=scale,
                   backend=capi.BACKEND_CUDA if is_cuda(q) else capi.BACKEND_CPU, stream=stream or None,
                   threads=threads, cu_seqlens=ptr("cu_seqlens", cu_seqlens), state_slot=ptr("state_slot", state_slot),
-                  slots=sizes["slots"])
+                  slots=sizes["slots"], state_slot_device=ptr("state_slot", state_slot_device))
     if kernel is not None:
         a.kernel = kernel.encode()
     capi.delta(capi.lib(), a)

@@ -67,11 +67,20 @@ def _gated_delta_rule(q, k, v, g, gk, gv, beta, scale, initial_state, output_fin
     out_dtype = v.dtype
     if use_qk_l2norm_in_kernel:  # the norm in f32, then the recurrence in f32 (y rounded once, to v's dtype)
         q, k, v = _l2norm(q), _l2norm(k), v.float()
+    beta = beta.float().contiguous()
+    one_token_each = False  # vLLM's decode: packed [1, N, ...] with N sequences of one token each and slots on the device
     if cu_seqlens is not None:
         if q.shape[0] != 1:
             raise ValueError("q: expected batch size 1 with cu_seqlens (fla's packed varlen form), got %d"
                              % q.shape[0])
-        kw["cu_seqlens"] = host_tensor("cu_seqlens", cu_seqlens_cpu if cu_seqlens_cpu is not None else cu_seqlens)
+        one_token_each = (ssm_state_indices is not None and ssm_state_indices.is_cuda and ssm_state_indices.dim() == 1
+                          and cu_seqlens.dim() == 1 and cu_seqlens.shape[0] == q.shape[1] + 1
+                          and ssm_state_indices.shape[0] == q.shape[1])
+        if one_token_each:  # N + 1 offsets over N tokens: each window is one token, known without reading them
+            q, k, v, gate, beta = (x.transpose(0, 1) for x in (q, k, v, gate, beta))
+            B_, T_ = q.shape[0], 1
+        else:
+            kw["cu_seqlens"] = host_tensor("cu_seqlens", cu_seqlens_cpu if cu_seqlens_cpu is not None else cu_seqlens)
     layout = "vk" if state_v_first else "kv"
     final_state = None
     if ssm_state_indices is not None:  # vLLM: initial_state is the pool [slots, HV, ...], updated in place
@@ -89,12 +98,13 @@ def _gated_delta_rule(q, k, v, g, gk, gv, beta, scale, initial_state, output_fin
         if inplace_final_state:
             final_state = kw["state_out"] = initial_state
         elif output_final_state:
-            N = B_ if cu_seqlens is None else kw["cu_seqlens"].shape[0] - 1
+            N = B_ if "cu_seqlens" not in kw else kw["cu_seqlens"].shape[0] - 1
             K, V = q.shape[-1], v.shape[-1]
             shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
             final_state = kw["state_out"] = torch.empty(shape, dtype=torch.float32, device=v.device)
-    o = delta(q, k, v, gate, beta.float().contiguous(), state_layout=layout,
-              scale=None if scale is None else float(scale), **kw)
+    o = delta(q, k, v, gate, beta, state_layout=layout, scale=None if scale is None else float(scale), **kw)
+    if one_token_each:
+        o = o.transpose(0, 1)
     return (o if o.dtype == out_dtype else o.to(out_dtype)), final_state
 
 

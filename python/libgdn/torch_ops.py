@@ -4,7 +4,9 @@ declared (delta: state_out; layer: state, hist_in, hist_out), so that torch.comp
 them and CUDA graphs capture them. A CUDA call runs on the tensors' device, on torch's current stream (the capture
 stream while capturing), and allocates nothing but y. The per-sequence arrays (cu_seqlens, slots, commits, fresh
 flags, checkpoints) are host memory: CPU int32 (fresh: uint8) tensors, read when the op runs (a captured graph
-keeps the values it was captured with).
+keeps the values it was captured with). The one exception: delta's state_slot as a CUDA int32 tensor, with dense
+[B, T] windows of at most 8 tokens (vLLM's ssm_state_indices in a decode graph), which the kernel reads when it runs,
+so that a replay uses the slots written before it (gdn.h: state_slot_device).
 
 delta() and layer() here take what calls.delta / calls.layer take, and numpy arrays go to those.
 """
@@ -49,24 +51,42 @@ def _check_host(named):
 @torch.library.custom_op("libgdn::delta", mutates_args=("state_out",))
 def delta_op(q: Tensor, k: Tensor, v: Tensor, gate: Tensor, beta: Tensor, A_log: Optional[Tensor],
              dt_bias: Optional[Tensor], mask: Optional[Tensor], state_in: Optional[Tensor], state_out: Optional[Tensor],
-             cu_seqlens: Optional[Tensor], state_slot: Optional[Tensor], gate_kind: int, beta_kind: int,
-             state_layout: int, scale: float, kernel: Optional[str], threads: int) -> Tensor:
+             cu_seqlens: Optional[Tensor], state_slot: Optional[Tensor], state_slot_device: Optional[Tensor],
+             gate_kind: int, beta_kind: int, state_layout: int, scale: float, kernel: Optional[str],
+             threads: int) -> Tensor:
     """gdn_delta: returns y [like v]; writes state_out (may be state_in: in place). See libgdn.delta."""
     _check_host(dict(cu_seqlens=cu_seqlens, state_slot=state_slot))
+    if state_slot_device is not None:
+        _check_device_slots(state_slot_device, q, cu_seqlens if cu_seqlens is not None else state_slot)
+    n_slots = state_slot if state_slot is not None else state_slot_device
     sizes = calls.check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out,
                               None if cu_seqlens is None else cu_seqlens.shape[0],
-                              None if state_slot is None else state_slot.shape[0], gate_kind, state_layout)
+                              None if n_slots is None else n_slots.shape[0], gate_kind, state_layout)
     y = torch.empty_like(v)
     with _stream_of(q) as stream:
         calls.call_delta(sizes, q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, y, cu_seqlens,
-                         state_slot, gate_kind, beta_kind, state_layout, scale, kernel, threads, stream)
+                         state_slot, gate_kind, beta_kind, state_layout, scale, kernel, threads, stream,
+                         state_slot_device)
     return y
 
 
 @delta_op.register_fake
-def _delta_fake(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, cu_seqlens, state_slot, gate_kind,
-                beta_kind, state_layout, scale, kernel, threads):
+def _delta_fake(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, cu_seqlens, state_slot,
+                state_slot_device, gate_kind, beta_kind, state_layout, scale, kernel, threads):
     return torch.empty_like(v)
+
+
+def _check_device_slots(slot, q, host_batch):
+    """Slots on the device (gdn.h's state_slot_device): a contiguous 1-D int32 tensor on q's CUDA device, with the
+    dense [B, T] form (no cu_seqlens or host state_slot beside it)."""
+    if host_batch is not None:
+        raise ValueError("state_slot: slots on the device take the dense [B, T] form, not cu_seqlens")
+    if not q.is_cuda or slot.device != q.device:
+        raise ValueError("state_slot: a CUDA tensor of slots needs q, k, v on its device (%s), got %s"
+                         % (slot.device, q.device))
+    if slot.dtype != torch.int32 or slot.dim() != 1 or not slot.is_contiguous():
+        raise TypeError("state_slot: expected a contiguous 1-D int32 tensor on the device, got %s %s"
+                        % (str(slot.dtype).replace("torch.", ""), list(slot.shape)))
 
 
 def delta(q, k, v, gate, beta, *, gate_kind="decay", beta_kind="direct", A_log=None, dt_bias=None, mask=None,
@@ -80,11 +100,25 @@ def delta(q, k, v, gate, beta, *, gate_kind="decay", beta_kind="direct", A_log=N
     bk = calls.enum("beta_kind", calls.BETA_KINDS, beta_kind)
     sl = calls.enum("state_layout", calls.STATE_LAYOUTS, state_layout)
     cu = None if cu_seqlens is None else host_tensor("cu_seqlens", cu_seqlens)
-    slot = None if state_slot is None else host_tensor("state_slot", state_slot)
+    slot = dev_slot = None
+    if isinstance(state_slot, torch.Tensor) and state_slot.is_cuda and cu is None and q.is_cuda:
+        # slots on the device, read by the kernel (CUDA graphs); other integer indices become int32 (small kernels)
+        dev_slot = state_slot if state_slot.dtype == torch.int32 else _int32_slots(state_slot)
+    elif state_slot is not None:
+        slot = host_tensor("state_slot", state_slot)
+    n_slots = slot if slot is not None else dev_slot
     sizes = calls.check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out,
-                              None if cu is None else cu.shape[0], None if slot is None else slot.shape[0], gk, sl)
-    return delta_op(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, cu, slot, gk, bk, sl,
+                              None if cu is None else cu.shape[0], None if n_slots is None else n_slots.shape[0], gk, sl)
+    return delta_op(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, cu, slot, dev_slot, gk, bk, sl,
                     calls.default_scale(scale, sizes["Dk"]), kernel, threads)
+
+
+def _int32_slots(slot):
+    if slot.dtype.is_floating_point or slot.dtype.is_complex or slot.dtype == torch.bool:
+        raise TypeError("state_slot: expected integers, got dtype %s" % str(slot.dtype).replace("torch.", ""))
+    # an index that int32 cannot hold is out of every pool: -1, skipped like any slot out of range (never wrapped)
+    fits = (slot >= 0) & (slot <= torch.iinfo(torch.int32).max)
+    return torch.where(fits, slot, -1).to(torch.int32).contiguous()
 
 
 delta.__doc__ = calls.delta.__doc__

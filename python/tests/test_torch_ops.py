@@ -30,7 +30,7 @@ def delta_in_place(q, k, v, gate, beta, state):
 def test_opcheck():
     x = delta_inputs()
     args = (x["q"], x["k"], x["v"], x["gate"], x["beta"], None, None, None, x["state"], x["state"].clone(), None,
-            None, 0, 0, 0, 0.25, None, 0)
+            None, None, 0, 0, 0, 0.25, None, 0)
     torch.library.opcheck(torch.ops.libgdn.delta.default, args)
     lx, w, pools = layer_inputs()
     cu = torch.tensor([0, 5, 8], dtype=torch.int32)
