@@ -15,6 +15,7 @@ sets that together exceed L2 several times. Rows:
                     state indices), the gate and sigmoid in its kernel
   libgdn_fla        libgdn's fla-compatible name with vLLM's pool convention (ssm_state_indices, in place), f32 a and b
   libgdn_fla_bf16ab the same with bf16 a and b (the package widens them to f32 first: one more kernel)
+  libgdn_vllm       decode as vLLM calls it: packed [1, B] tokens with cu_seqlens and ssm_state_indices on the GPU
   libgdn_dense      gdn_delta's dense call through the C API on the same slot (B = 1 only)
 The copy bandwidth (bytes read + written) and a trivial kernel's cost per call are measured beside them; `floor` is
 the pool's read + write at the copy bandwidth. libgdn's outputs and states are checked against FlashInfer's
@@ -99,7 +100,7 @@ def main():
         pool0 = (0.1 * torch.randn(n_sets * B, HV, D, D, device="cuda", generator=gen)).float()
         floor_us = 2 * state_bytes / (bw * 1e12) * 1e6
         y = torch.empty(B, T, HV, D, dtype=torch.bfloat16, device="cuda")
-        impls = {}
+        impls, dense = {}, {}
 
         def libgdn_fla(s, pool, ab="32"):
             return lfla.fused_recurrent_gated_delta_rule(
@@ -108,6 +109,17 @@ def main():
                 dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True, state_v_first=True)[0]
 
         impls["libgdn_fla"] = lambda s, pool: libgdn_fla(s, pool)
+        if T == 1:  # vLLM's call: packed [1, B] tokens, cu_seqlens and ssm_state_indices on the device
+            cu = torch.arange(B + 1, dtype=torch.int32, device="cuda")
+
+            def libgdn_vllm(s, pool):
+                pk = lambda x: x.view(1, B, *x.shape[2:])  # noqa: E731
+                return lfla.fused_recurrent_gated_delta_rule(
+                    pk(s["q"]), pk(s["k"]), pk(s["v"]), g=pk(s["a32"]), beta=pk(s["b32"]), scale=scale,
+                    initial_state=pool, inplace_final_state=True, cu_seqlens=cu, ssm_state_indices=s["idx"],
+                    use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True,
+                    state_v_first=True)[0].view(B, 1, HV, D)
+            impls["libgdn_vllm"] = libgdn_vllm
         impls["libgdn_fla_bf16ab"] = lambda s, pool: libgdn_fla(s, pool, "")
         if B == 1:
             def libgdn_dense(s, pool):
@@ -132,23 +144,24 @@ def main():
             impls["flashinfer"] = flashinfer_call
             impls["flashinfer_bf16"] = flashinfer_call  # run on a bf16 pool below
         if fla_recurrent is not None:
-            dense = {}
-
             def fla_call(s, pool):
                 key = id(s)
                 if key not in dense:
                     dense[key] = pool[s["idx64"]].contiguous()
-                return fla_recurrent(s["q"], s["k"], s["v"], g=s["a32"], beta=s["b32"], scale=scale,
-                                     initial_state=dense[key], output_final_state=True, use_gate_in_kernel=True,
-                                     A_log=A_log, dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True,
-                                     state_v_first=True)[0]
+                o, dense["final"] = fla_recurrent(s["q"], s["k"], s["v"], g=s["a32"], beta=s["b32"], scale=scale,
+                                                  initial_state=dense[key], output_final_state=True,
+                                                  use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias,
+                                                  use_beta_sigmoid_in_kernel=True, state_v_first=True)
+                return o
             impls["fla"] = fla_call
         outs = {}
         for name, fn in impls.items():
             pool = pool0.to(torch.bfloat16) if name == "flashinfer_bf16" else pool0.clone()
             try:
                 # one call on set 0 from the initial pool, for the checks; then the timing on every set
-                outs[name] = (fn(sets[0], pool).float().clone(), pool[sets[0]["idx64"]].float().clone())
+                o = fn(sets[0], pool).float().clone()
+                st = dense["final"] if name == "fla" else pool[sets[0]["idx64"]]  # fla: its own final states
+                outs[name] = (o, st.float().clone())
                 pool.copy_(pool0)
                 med, lo, hi, mode = G.time_calls([lambda s=s: fn(s, pool) for s in sets], min_calls=4 * n_sets)
             except Exception as exc:  # noqa: BLE001
