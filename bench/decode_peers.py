@@ -21,11 +21,13 @@ The copy bandwidth (bytes read + written) and a trivial kernel's cost per call a
 the pool's read + write at the copy bandwidth. libgdn's outputs and states are checked against FlashInfer's
 (tolerance: different arithmetic) and between libgdn's rows (bitwise).
 
-    python3 bench/decode_peers.py --out results.json     (FlashInfer and fla imported where installed)
+    python3 bench/decode_peers.py --out results.json     (FlashInfer and fla imported where installed: --peers DIR,
+                                                           bench/peer_wheels.sh's /tmp/peers by default)
 """
 import argparse
 import json
 import os
+import site
 import sys
 import time
 
@@ -61,7 +63,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--points", default=None, help="comma list of B:T (default: the four serving points)")
+    ap.add_argument("--peers", default="/tmp/peers", help="where bench/peer_wheels.sh installed the peers")
     opt = ap.parse_args()
+    if os.path.isdir(opt.peers):
+        site.addsitedir(opt.peers)  # its .pth file finds cutlass
     points = POINTS if not opt.points else [("decode" if int(t) == 1 else "verify", int(b), int(t))
                                             for b, t in (p.split(":") for p in opt.points.split(","))]
     lib = gdn.load()
