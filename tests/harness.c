@@ -44,7 +44,9 @@ static int registered(const char *name) {
 /* argv[1] selects the test of that name, or else every test whose name contains it */
 static const char *filter;
 static int exact;
-static int selected(const char *name) { return !filter || (exact ? strcmp(name, filter) == 0 : strstr(name, filter) != NULL); }
+static int selected(const char *name) {
+    return !filter || (exact ? strcmp(name, filter) == 0 : strstr(name, filter) != NULL);
+}
 
 uint64_t rng_u64(harness_rng *r) {
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
@@ -66,7 +68,8 @@ int main(int argc, char **argv) {
     harness_verbose = getenv("GDN_TEST_VERBOSE") != NULL;
     filter = argc > 1 ? argv[1] : NULL;
     exact = filter && registered(filter);
-    for (int i = 0; filter && !exact && harness_source_tests[i]; ++i) exact = strcmp(harness_source_tests[i], filter) == 0;
+    for (int i = 0; filter && !exact && harness_source_tests[i]; ++i)
+        exact = strcmp(harness_source_tests[i], filter) == 0;
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n_tests; ++i) {
         if (!selected(tests[i].name)) continue;

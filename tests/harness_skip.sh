@@ -8,7 +8,13 @@ set -u
 BIN=${1:?usage: harness_skip.sh path/to/test_gdn SKIP_CODE TESTS_DIR} CODE=${2:?} DIR=${3:?}
 pass=0 fail=0
 check() { # check CONDITION-STATUS DESCRIPTION
-    if [[ $1 == 0 ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; printf '%s\n' "$OUT" | tail -3; fi
+    if [[ $1 == 0 ]]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $2"
+        printf '%s\n' "$OUT" | tail -3
+    fi
 }
 run() { # run FILTER: test_gdn FILTER with the devices hidden and the CUDA pointer check on; sets OUT and RC
     OUT=$(CUDA_VISIBLE_DEVICES= GDN_CHECK_POINTERS=1 GDN_TEST_QUICK=1 timeout 120 "$BIN" "$1" 2>&1)

@@ -76,7 +76,10 @@ for kind in pc_shared pc_shared_norpath pc_static pc_static_flag cmake_shared cm
     case $kind in
     *shared*)
         case " $deps" in *" libgdn.so.$soversion "*) ;; *) fail "$kind does not link libgdn.so.$soversion: $deps" ;; esac
-        case $linked in *"=> $prefix/lib/libgdn.so.$soversion "*) ;; *) fail "$kind: ldd finds libgdn at '$linked'" ;; esac ;;
+        case $linked in
+        *"=> $prefix/lib/libgdn.so.$soversion "*) ;;
+        *) fail "$kind: ldd finds libgdn at '$linked'" ;;
+        esac ;;
     *static*)
         case " $deps" in *libgdn*) fail "$kind links a shared libgdn: $deps" ;; esac
         [ -z "$linked" ] || fail "$kind: ldd shows a shared libgdn: $linked" ;;
