@@ -1,6 +1,7 @@
 # libgdn's two commands, thin wrappers over the CMake build of record (CMakeLists.txt):
 #   make run        build the `gdn` CLI only, then run it (`gdn run`): the main job; CUDA only where a GPU is
-#   make test       build everything, then ctest: the suites ("N passed, N failed" per suite and in all), the example,
+#   make test       build everything, then ctest: the suites ("N passed, N failed, K skipped" per suite and in all:
+#                   a test that cannot run here, e.g. a CUDA one without a GPU, is skipped), the examples, the CLI,
 #                   the export check and the install test
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
 # make tsan (build/tsan: the threaded, fork and layer-stage suites under ThreadSanitizer), make emu512 (build/emu:
@@ -41,7 +42,7 @@ run:
 	$(CMAKE) --build $(RUN_BUILD) -j $(J) --target gdn
 	./$(RUN_BUILD)/gdn run
 
-# the suites print "N passed, N failed" each; cmake/ctest_summary.sh gathers them from ctest's log
+# the suites print "N passed, N failed, K skipped" each; cmake/ctest_summary.sh gathers them from ctest's log
 test: all
 	@$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(J); status=$$?; \
 	    sh cmake/ctest_summary.sh $(BUILD); exit $$status

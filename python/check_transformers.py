@@ -30,16 +30,16 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE] + [HERE]  # an installed libgdn first
 import hf_qwen3next  # noqa: E402
-import libgdn  # noqa: E402  (this checkout's python/libgdn; its library: --lib, else build/pic/libgdn.so)
+import libgdn  # noqa: E402  (pip install .'s package, else this checkout's python/libgdn with build/pic/libgdn.so)
 
 BOUND_REL = 1e-4
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lib", default=None, help="libgdn.so (default: build/pic/libgdn.so of this checkout)")
+    ap.add_argument("--lib", default=None, help="libgdn.so (default: the installed package's, else build/pic's)")
     ap.add_argument("--T", type=int, default=64, help="prefill tokens (default 64)")
     ap.add_argument("--decode", type=int, default=1, help="decode steps after the prefill (default 1)")
     ap.add_argument("--shapes", nargs="+", default=["2,4,32", "16,32,128"], help="Hk,Hv,D triples")

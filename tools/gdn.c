@@ -267,18 +267,22 @@ done:
 }
 
 static int cmd_run(int argc, char **argv) {
+    static const char usage[] = "usage: gdn run [--T N]\n";
     int64_t T = QWEN_T;
     for (int i = 0; i < argc; ++i) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: gdn run [--T N]   (1 <= N <= %lld; default %d)\n", (long long)RUN_T_MAX, QWEN_T);
+        if (tool_is_help(argv[i])) {
+            printf("usage: gdn run [--T N]   (1 <= N <= %lld; default %d)\n"
+                   "  the recurrence at the Qwen3.6 shapes on every kernel here (f32 over T tokens, bf16 over at most\n"
+                   "  %d), checked bitwise against ref and against the float64 oracle, timed; then gdn layer --quick.\n"
+                   "  Exit 1 when a kernel differs from ref or misses an error bound.\n",
+                   (long long)RUN_T_MAX, QWEN_T, BF16_T);
             return 0;
         }
-        if (strcmp(argv[i], "--T") != 0 || i + 1 >= argc || !tool_parse_int(argv[i + 1], 1, RUN_T_MAX, &T)) {
-            if (strcmp(argv[i], "--T") == 0 && i + 1 < argc)
-                fprintf(stderr, "gdn run: --T takes an integer from 1 to %lld, not '%s'\n", (long long)RUN_T_MAX, argv[i + 1]);
-            fprintf(stderr, "usage: gdn run [--T N]\n");
-            return 2;
-        }
+        if (strcmp(argv[i], "--T") != 0) return tool_usage_error("run", usage, "unknown option '%s'", argv[i]);
+        if (i + 1 >= argc) return tool_usage_error("run", usage, "--T needs a value");
+        if (!tool_parse_int(argv[i + 1], 1, RUN_T_MAX, &T))
+            return tool_usage_error("run", usage, "--T takes an integer from 1 to %lld, not '%s'", (long long)RUN_T_MAX,
+                                    argv[i + 1]);
         ++i;
     }
     /* What the f32 run holds at once: per token q, k (Hk D f32 each), v, y, y_ref, y (Hv D f32 each), the oracle's y
@@ -321,10 +325,7 @@ static int cmd_run(int argc, char **argv) {
     } else {
         printf("  GPU: no CUDA device here (or built without CUDA): CUDA kernels skipped\n");
     }
-    printf("  ==ref: y and final state memcmp-equal to ref (\"chunked\": a kernel of the chunked contract, held to the\n"
-           "  bounds alone); rel L2: ||x - oracle|| / ||oracle||, bound %.0e (bf16 y: %.0e)\n\n",
-           REL_L2_BOUND, REL_L2_BOUND_HALF);
-    printf("%-5s %-18s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
+    printf("\n%-5s %-18s %-8s %10s %9s %7s %8s  %-6s %9s %9s\n", "dtype", "kernel", "backend", "ms median", "GFLOP/s",
            "%peak", "vs ref", "==ref", "rel L2 y", "rel L2 S");
     const double t0 = tool_now();
     int failures = run_dtype(GDN_F32, T, &fl);
@@ -339,6 +340,11 @@ static int cmd_run(int argc, char **argv) {
                 (long long)T);
         return 1;
     }
+    /* the legend, once, under the table */
+    printf("\n  ms median: of 1 to 11 calls (CUDA: 20); %%peak: of the FMA peak measured above; vs ref: ref's\n"
+           "  time over this one's; ==ref: y and the final state memcmp-equal to ref's ((def): ref itself; chunked:\n"
+           "  a kernel of the chunked contract, held to the bounds alone); rel L2 y, S: ||x - oracle|| / ||oracle||\n"
+           "  against the float64 oracle, bound %.0e (bf16 y: %.0e)\n", REL_L2_BOUND, REL_L2_BOUND_HALF);
     printf("\n%s (%.1f s)\n\n",
            failures ? "FAILED: a kernel differs from ref or misses the error bound"
                     : "every exact kernel bitwise equal to ref, errors within bounds",
@@ -350,29 +356,59 @@ static int cmd_run(int argc, char **argv) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gdn run [--T N] | layer [--quick] [--json] | bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype D]\n"
-               "           [--layout vk|kv] | check | list | --help\n"
+    fprintf(f, "usage: gdn run [--T N] | layer [--quick] [--json] [--hv N] | bench [--json] [--kernel NAME]\n"
+               "           [--reps N] [--quick] [--all] [--dtype D] [--layout vk|kv] | check | list | --help\n"
                "  run    the GDN recurrence at the Qwen3.6 shapes on every kernel here: checked against ref, timed\n"
-               "  layer  the layer step (conv, norms, gates, recurrence, gated norm): checked, timed (--quick, --json)\n"
+               "  layer  the layer step (conv, norms, gates, recurrence, gated norm): checked, timed\n"
                "  bench  prefill and decode sweeps against the machine's measured floors (--json: a line per row)\n"
                "  check  every eligible kernel against ref, bitwise, on small shapes\n"
-               "  list   the kernel table, eligibility here, the router's choices and the environment switches\n");
+               "  list   the kernel table, eligibility here, the router's choices and the environment switches\n"
+               "gdn COMMAND --help: the command's own help\n");
+}
+
+/* check and list take no options but --help: -1 to run the command, else the exit status (0 after the help, 2 on a
+ * bad command line) */
+static int no_options(const char *cmd, const char *help, int argc, char **argv) {
+    char usage_line[32];
+    snprintf(usage_line, sizeof usage_line, "usage: gdn %s\n", cmd);
+    if (argc == 0) return -1;
+    if (argc == 1 && tool_is_help(argv[0])) {
+        printf("%s%s", usage_line, help);
+        return 0;
+    }
+    const char *what = argv[0][0] == '-' ? "unknown option" : "unexpected argument";
+    return tool_usage_error(cmd, usage_line, "%s '%s' (it takes no options)", what, argv[0]);
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {
+    if (argc >= 2 && (tool_is_help(argv[1]) || strcmp(argv[1], "help") == 0)) {
         usage(stdout);
         return 0;
     }
     if (argc < 2) {
+        fprintf(stderr, "gdn: no command given\n");
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
-    if (strcmp(argv[1], "bench") == 0) return tool_bench(argc - 2, argv + 2);
-    if (strcmp(argv[1], "layer") == 0) return tool_layer(argc - 2, argv + 2);
-    if (strcmp(argv[1], "check") == 0 && argc == 2) return cmd_check();
-    if (strcmp(argv[1], "list") == 0 && argc == 2) return cmd_list();
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return tool_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "layer") == 0) return tool_layer(argc - 2, argv + 2);
+    static const char check_help[] =
+        "  every eligible exact kernel (CPU, and CUDA where a device is present) against ref, bitwise (y and the\n"
+        "  final state), on a few small shapes, dtypes, gates and layouts; exit 1 when one differs\n";
+    static const char list_help[] =
+        "  the kernel table in routing order (backend, contract, variants), which kernels are eligible here for the\n"
+        "  Qwen3.6 prefill and decode shapes, the router's choices, the CPU pool and the environment switches\n";
+    if (strcmp(cmd, "check") == 0) {
+        const int st = no_options("check", check_help, argc - 2, argv + 2);
+        return st < 0 ? cmd_check() : st;
+    }
+    if (strcmp(cmd, "list") == 0) {
+        const int st = no_options("list", list_help, argc - 2, argv + 2);
+        return st < 0 ? cmd_list() : st;
+    }
+    fprintf(stderr, "gdn: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
 }

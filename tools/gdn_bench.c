@@ -3,9 +3,11 @@
  * measured in the same run. Each call takes the next slot of a pool of cases (inputs, y and state) whose total is 4x the
  * last-level cache, so a decode figure is a memory figure, not a cache figure. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gdn_testing.h"
 #include "gdn_tool.h"
@@ -25,6 +27,38 @@ typedef struct bench_opts {
 typedef struct bench_floor {
     double cpu_gflops, cpu_gbps, gpu_gflops, gpu_gbps;
 } bench_floor;
+
+/* Progress goes to stderr only where stderr is a terminal, as one line rewritten in place and erased before each
+ * table row (and before a message of its own), so that it never interleaves with the table on stdout; messages
+ * (failures) are whole lines on stderr wherever it goes. */
+static int progress_tty = -1;
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...) {
+    if (progress_tty < 0) progress_tty = isatty(STDERR_FILENO);
+    if (!progress_tty) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("\r\033[K[bench] ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static void progress_clear(void) {
+    if (progress_tty > 0) fputs("\r\033[K", stderr);
+}
+
+static void message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void message(const char *fmt, ...) {
+    progress_clear();
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("[bench] ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
 
 /* One result line. */
 typedef struct bench_row {
@@ -132,8 +166,8 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
     n_slots = 1;
     const size_t per_slot = slot_bytes(&slots[0]), want = (4 * tool_llc_bytes() + per_slot - 1) / per_slot;
     const int target = want < 1 ? 1 : want > MAX_SLOTS ? MAX_SLOTS : (int)want;
-    fprintf(stderr, "[bench] %s B=%lld T=%lld: pool of %d slots (%.0f MiB)\n", mode, (long long)B, (long long)T, target,
-            (double)target * (double)per_slot / 1048576.0);
+    progress("%s B=%lld T=%lld: filling a pool of %d slots (%.0f MiB)", mode, (long long)B, (long long)T, target,
+             (double)target * (double)per_slot / 1048576.0);
     for (; n_slots < target; ++n_slots)
         if (!tool_case_init(&slots[n_slots], &sp, seed + (uint64_t)n_slots)) goto oom;
     y_ref = malloc(slots[0].v_bytes);
@@ -147,9 +181,10 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
     if (gdn_route(&slots[0].a, &routed) != GDN_OK) routed = NULL;
     double ref_sec = 0.0;
     if (checkable) {
+        progress("%s B=%lld T=%lld: ref, for the bitwise checks", mode, (long long)B, (long long)T);
         const gdn_status st = tool_cpu_call(&slots[0], "ref", y_ref, s_ref, &ref_sec);
         if (st != GDN_OK) {
-            fprintf(stderr, "[bench] ref failed: %s\n", gdn_status_str(st));
+            message("%s B=%lld T=%lld: ref failed: %s", mode, (long long)B, (long long)T, gdn_status_str(st));
             failures++;
             goto done;
         }
@@ -167,6 +202,7 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         if (o->kernel ? strcmp(o->kernel, name) != 0 : fallback && !o->all && B * T > SMALL_TOKENS) continue;
         bench_row *r = &rows[n_rows];
         *r = (bench_row){name, be, 0.0, 0.0, 0, 0, -1};
+        progress("%s B=%lld T=%lld: checking %s", mode, (long long)B, (long long)T, name);
         gdn_status st;
         if (be == GDN_BACKEND_CUDA) {
             if (tool_cuda_devices() == 0) continue;
@@ -183,7 +219,7 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         }
         if (st == GDN_ERR_INELIGIBLE) continue;
         if (st != GDN_OK) {
-            fprintf(stderr, "[bench] %s failed: %s\n", name, gdn_status_str(st));
+            message("%s B=%lld T=%lld: %s failed: %s", mode, (long long)B, (long long)T, name, gdn_status_str(st));
             failures++;
             continue;
         }
@@ -196,20 +232,21 @@ static int bench_shape(const bench_opts *o, const char *mode, int64_t B, int64_t
         bench_row *r = &rows[k];
         if (r->backend == GDN_BACKEND_CPU) {
             const int reps = auto_reps(o, first_sec[k]);
+            progress("%s B=%lld T=%lld: timing %s (%d calls)", mode, (long long)B, (long long)T, r->kernel, reps);
             const gdn_status st = time_cpu(slots, n_slots, r->kernel, reps, r);
             if (st != GDN_OK) {
-                fprintf(stderr, "[bench] %s failed: %s\n", r->kernel, gdn_status_str(st));
+                message("%s B=%lld T=%lld: %s failed: %s", mode, (long long)B, (long long)T, r->kernel,
+                        gdn_status_str(st));
                 failures++;
                 continue;
             }
         }
-        fprintf(stderr, "[bench] %s B=%lld T=%lld %s: %.3f ms median of %d%s\n", mode, (long long)B, (long long)T, r->kernel,
-                r->ms_median, r->reps, r->equal == 0 ? " (DIFFERS from ref)" : "");
+        progress_clear();
         emit(o, mode, &slots[0], r, fl);
     }
     goto done;
 oom:
-    fprintf(stderr, "[bench] %s B=%lld T=%lld: out of memory\n", mode, (long long)B, (long long)T);
+    message("%s B=%lld T=%lld: out of memory", mode, (long long)B, (long long)T);
     failures++;
 done:
     for (int i = 0; i < n_slots; ++i) tool_case_free(&slots[i]);
@@ -221,40 +258,52 @@ done:
     return failures;
 }
 
+static const char bench_usage[] =
+    "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16] [--layout vk|kv]\n";
+
+/* 1: options in *o; 0: --help (printed); 2: a bad command line (reported) */
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     o->layout = GDN_STATE_VK;
     for (int i = 0; i < argc; ++i) {
-        if (strcmp(argv[i], "--json") == 0) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        const int takes_value = strcmp(opt, "--kernel") == 0 || strcmp(opt, "--reps") == 0 ||
+                                strcmp(opt, "--dtype") == 0 || strcmp(opt, "--layout") == 0;
+        if (takes_value && !val) return tool_usage_error("bench", bench_usage, "%s needs a value", opt);
+        if (takes_value) ++i;
+        if (strcmp(opt, "--json") == 0) {
             o->json = 1;
-        } else if (strcmp(argv[i], "--quick") == 0) {
+        } else if (strcmp(opt, "--quick") == 0) {
             o->quick = 1;
-        } else if (strcmp(argv[i], "--all") == 0) {
+        } else if (strcmp(opt, "--all") == 0) {
             o->all = 1;
-        } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
-            o->kernel = argv[++i];
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+        } else if (strcmp(opt, "--kernel") == 0) {
+            o->kernel = val;
+        } else if (strcmp(opt, "--reps") == 0) {
             int64_t reps;
-            if (!tool_parse_int(argv[++i], 1, 1000000, &reps)) {
-                fprintf(stderr, "gdn bench: --reps takes an integer from 1 to 1000000, not '%s'\n", argv[i]);
-                return 0;
-            }
+            if (!tool_parse_int(val, 1, 1000000, &reps))
+                return tool_usage_error("bench", bench_usage, "--reps takes an integer from 1 to 1000000, not '%s'",
+                                        val);
             o->reps = (int)reps;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            return -1;
-        } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
-            const char *d = argv[++i];
-            if (strcmp(d, "f32") == 0) o->dtype = GDN_F32;
-            else if (strcmp(d, "bf16") == 0) o->dtype = GDN_BF16;
-            else if (strcmp(d, "f16") == 0) o->dtype = GDN_F16;
-            else return 0;
-        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
-            const char *l = argv[++i];
-            if (strcmp(l, "vk") == 0) o->layout = GDN_STATE_VK;
-            else if (strcmp(l, "kv") == 0) o->layout = GDN_STATE_KV;
-            else return 0;
-        } else {
+        } else if (tool_is_help(opt)) {
+            printf("%s", bench_usage);
+            printf("  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
+                   "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
+                   "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
+                   "  object per line on stdout; --layout: the state layout (default vk). The table goes to stdout;\n"
+                   "  progress to stderr, on a terminal only, on one line that is erased before each row.\n");
             return 0;
+        } else if (strcmp(opt, "--dtype") == 0) {
+            if (strcmp(val, "f32") == 0) o->dtype = GDN_F32;
+            else if (strcmp(val, "bf16") == 0) o->dtype = GDN_BF16;
+            else if (strcmp(val, "f16") == 0) o->dtype = GDN_F16;
+            else return tool_usage_error("bench", bench_usage, "--dtype takes f32, bf16 or f16, not '%s'", val);
+        } else if (strcmp(opt, "--layout") == 0) {
+            if (strcmp(val, "vk") == 0) o->layout = GDN_STATE_VK;
+            else if (strcmp(val, "kv") == 0) o->layout = GDN_STATE_KV;
+            else return tool_usage_error("bench", bench_usage, "--layout takes vk or kv, not '%s'", val);
+        } else {
+            return tool_usage_error("bench", bench_usage, "unknown option '%s'", opt);
         }
     }
     return 1;
@@ -263,15 +312,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
 int tool_bench(int argc, char **argv) {
     bench_opts o;
     const int parsed = parse(argc, argv, &o);
-    if (parsed != 1) {
-        fprintf(parsed < 0 ? stdout : stderr, "usage: gdn bench [--json] [--kernel NAME] [--reps N] [--quick] [--all] [--dtype f32|bf16|f16]\n"
-                        "                 [--layout vk|kv]\n"
-                        "  prefill B=1, T in {1, 7, 64, 257, 2048, 8192}; decode T=1, B in {1, 8, 64, 256} (--quick: fewer\n"
-                        "  shapes and reps); Hk=16 Hv=32 Dk=Dv=128; every CUDA kernel and the CPU kernel the router picks,\n"
-                        "  the other CPU kernels (ref, fallbacks) up to B*T = 256 (--all: everywhere); --json: one JSON\n"
-                        "  object per line on stdout; --layout: the state layout (default vk)\n");
-        return parsed < 0 ? 0 : 2;
-    }
+    if (parsed != 1) return parsed;
     if (o.kernel) {
         int found = 0;
         for (int i = 0; i < gdn_kernel_count(); ++i) found |= strcmp(gdn_kernel_name(i), o.kernel) == 0;
@@ -281,27 +322,32 @@ int tool_bench(int argc, char **argv) {
         }
     }
     const int threads = gdn_cpu_threads();
+    progress("measuring the floors: FMA peak, copy bandwidth");
     bench_floor fl = {tool_fma_peak_gflops(threads), tool_copy_gbps(threads), 0.0, 0.0};
-    fprintf(stderr, "[bench] %s, %d threads: %s FMA peak %.1f GFLOP/s, copy %.1f GB/s, LLC %.0f MiB\n", tool_cpu_model(),
-            threads, tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps, (double)tool_llc_bytes() / 1048576.0);
     if (tool_cuda_devices() > 0) {
         fl.gpu_gflops = tool_cuda_peak_gflops();
         fl.gpu_gbps = tool_cuda_copy_gbps();
-        fprintf(stderr, "[bench] %s: FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops,
-                fl.gpu_gbps);
-    } else {
-        fprintf(stderr, "[bench] no CUDA device (or built without CUDA): CUDA kernels skipped\n");
     }
+    progress_clear();
+    /* the machine and its floors: above the table, or on stderr beside --json's lines */
+    FILE *head = o.json ? stderr : stdout;
+    const char *tag = o.json ? "[bench] " : "";
+    fprintf(head, "%sCPU: %s, %d threads, %s FMA peak %.1f GFLOP/s, copy %.1f GB/s, LLC %.0f MiB (measured now)\n",
+            tag, tool_cpu_model(), threads, tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps,
+            (double)tool_llc_bytes() / 1048576.0);
+    if (fl.gpu_gflops > 0.0)
+        fprintf(head, "%sGPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tag, tool_cuda_device_name(),
+                fl.gpu_gflops, fl.gpu_gbps);
+    else
+        fprintf(head, "%sGPU: no CUDA device (or built without CUDA): CUDA kernels skipped\n", tag);
     if (!o.json) {
-        printf("CPU: %s, %d threads, %s FMA peak %.1f GFLOP/s, copy %.1f GB/s (measured now)\n", tool_cpu_model(), threads,
-               tool_fma_peak_isa(), fl.cpu_gflops, fl.cpu_gbps);
-        if (fl.gpu_gflops > 0.0)
-            printf("GPU: %s, FP32 peak %.0f GFLOP/s, copy %.0f GB/s\n", tool_cuda_device_name(), fl.gpu_gflops, fl.gpu_gbps);
-        printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); slots: pool rotated\n\n",
+        printf("Hk=%d Hv=%d Dk=Dv=%d %s, state %s; floor = max(flops / FMA peak, bytes / copy bandwidth); pool: the\n"
+               "slots a kernel's calls rotate through (4x the last-level cache)\n\n",
                HK, HV, D, tool_dtype_name(o.dtype), o.layout == GDN_STATE_KV ? "KV" : "VK");
         printf("%-7s %4s %5s  %-18s %-4s %10s %9s %7s %8s %7s %9s %7s  %-5s %4s\n", "mode", "B", "T", "kernel", "be",
                "ms median", "GFLOP/s", "%peak", "GB/s", "%bw", "floor ms", "/floor", "==ref", "pool");
     }
+    fflush(stdout);
     static const int64_t prefill_T[] = {1, 7, 64, 257, 2048, 8192}, decode_B[] = {1, 8, 64, 256};
     static const int64_t quick_T[] = {1, 64, 2048}, quick_B[] = {1, 64};
     const int64_t *pt = o.quick ? quick_T : prefill_T, *db = o.quick ? quick_B : decode_B;
@@ -309,6 +355,7 @@ int tool_bench(int argc, char **argv) {
     int failures = 0;
     for (int i = 0; i < npt; ++i) failures += bench_shape(&o, "prefill", 1, pt[i], &fl, 1000 + (uint64_t)i * 1000);
     for (int i = 0; i < ndb; ++i) failures += bench_shape(&o, "decode", db[i], 1, &fl, 9000 + (uint64_t)i * 1000);
-    if (failures) fprintf(stderr, "[bench] %d failures\n", failures);
+    progress_clear();
+    if (failures) message("%d failures", failures);
     return failures ? 1 : 0;
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,18 @@ int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (errno != 0 || *end != '\0' || n < lo || n > hi) return 0;
     *out = (int64_t)n;
     return 1;
+}
+
+int tool_is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
+
+int tool_usage_error(const char *cmd, const char *usage, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gdn %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s(gdn %s --help for more)\n", usage, cmd);
+    return 2;
 }
 
 int tool_case_init(tool_case *c, const tool_spec *spec, uint64_t seed) {

@@ -253,17 +253,38 @@ done:
     return failures;
 }
 
+/* The table's legend, once, under it */
+static const char layer_legend[] =
+    "  B sequences of n tokens each; commit: how many of a window's tokens the pools keep (all: the whole window;\n"
+    "  0: a verify step, which writes y alone); us median: one call, over rotating pool slots\n"
+    "  floor: copy = the bytes a call must move (pools read, written when it commits, inputs, y) at the copy\n"
+    "  bandwidth; delta = the recurrence alone (gdn_delta, routed) on the same shape; ratio = us median / floor us\n"
+    "  ==ref: y and both pools memcmp-equal to the CPU's staged kernel (itself checked against ref where B <= 8 and\n"
+    "  n < 256); -: not checked (\"fastest\", the chunked prefill, under its own contract)\n";
+
 int tool_layer(int argc, char **argv) {
     int quick = 0, json = 0;
     int64_t hv = 32;
+    static const char usage[] = "usage: gdn layer [--quick] [--json] [--hv N (16 .. 4096, a multiple of 16)]\n";
     for (int i = 0; i < argc; ++i) {
-        if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "--hv") == 0 && i + 1 < argc && tool_parse_int(argv[i + 1], 16, 4096, &hv) && hv % 16 == 0) ++i;
-        else {
-            const int help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
-            fprintf(help ? stdout : stderr, "usage: gdn layer [--quick] [--json] [--hv N (16 .. 4096, a multiple of 16)]\n");
-            return help ? 0 : 2;
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--hv") == 0) {
+            if (i + 1 >= argc) return tool_usage_error("layer", usage, "--hv needs a value");
+            if (!tool_parse_int(argv[i + 1], 16, 4096, &hv) || hv % 16 != 0)
+                return tool_usage_error("layer", usage, "--hv takes a multiple of 16 from 16 to 4096, not '%s'",
+                                        argv[i + 1]);
+            ++i;
+        } else if (tool_is_help(argv[i])) {
+            printf("%s  the layer step at Hk=16 Hv=N (default 32) D=128, bf16 activations: every layer kernel here\n"
+                   "  checked bitwise against the CPU's ref, timed against its floor (--quick: decode B=1, verify n=7\n"
+                   "  and a prefill of 256 tokens only; --json: one JSON object per row on stdout). Exit 1 when one\n"
+                   "  differs.\n", usage);
+            return 0;
+        } else {
+            return tool_usage_error("layer", usage, "unknown option '%s'", argv[i]);
         }
     }
     const int gpu = tool_cuda_devices() > 0;
@@ -273,9 +294,7 @@ int tool_layer(int argc, char **argv) {
                "bf16 activations\n", L_HK, (long long)hv, L_D);
         printf("  CPU: %s, %d threads, copy %.1f GB/s", tool_cpu_model(), gdn_cpu_threads(), cpu_gbps);
         if (gpu) printf("; GPU: %s, copy %.0f GB/s", tool_cuda_device_name(), gpu_gbps);
-        printf("\n  floor: copy = the bytes a call must move (pools read, written when it commits, inputs, y) at the "
-               "copy bandwidth;\n         delta = the recurrence alone (gdn_delta, routed) on the same shape. "
-               "==ref: y and pools memcmp-equal to the CPU's ref\n\n");
+        printf("\n\n");
         printf("%-12s %-5s %3s %4s %5s %6s %11s %11s %-6s %6s  %s\n", "kernel", "back", "Hv", "B", "n", "commit",
                "us median", "floor us", "floor", "ratio", "==ref");
     }
@@ -292,6 +311,10 @@ int tool_layer(int argc, char **argv) {
         p.Hv = hv;
         failures += run_point(&p, json, cpu_gbps, gpu_gbps, gpu);
     }
-    if (!json) printf("\n%s\n", failures ? "FAILED: a layer kernel differs from ref" : "every layer kernel bitwise equal to ref");
+    if (!json) {
+        printf("\n%s", layer_legend);
+        printf("\n%s\n",
+               failures ? "FAILED: a layer kernel differs from ref" : "every layer kernel bitwise equal to ref");
+    }
     return failures ? 1 : 0;
 }

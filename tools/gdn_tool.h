@@ -68,6 +68,11 @@ double tool_rng_normal(tool_rng *r);
  * no spaces, no exponent, no overflow), stored in *out; else 0 and *out untouched. */
 int tool_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* The CLI's command lines: tool_is_help is 1 for "--help" and "-h"; tool_usage_error prints "gdn CMD: <what was
+ * wrong>" (a printf format), then the usage line, on stderr, and returns 2, the exit status of a bad command line. */
+int tool_is_help(const char *arg);
+int tool_usage_error(const char *cmd, const char *usage, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Time, statistics, comparison. */
 double tool_now(void);                 /* seconds, monotonic */
 double tool_median(double *x, int n);  /* sorts x */

@@ -1,9 +1,10 @@
 #!/bin/sh
 # ctest install_consumer: installs the build into a fresh prefix and builds tests/install/consumer.c against it
-#   - through pkg-config, shared (-lgdn: libgdn.so, found through an rpath) and --static (libgdn.a with
-#     Libs.private), and
+#   - through pkg-config (PKG_CONFIG_PATH=prefix/lib/pkgconfig): gdn (libgdn.so, found through an rpath, and once
+#     without one through LD_LIBRARY_PATH) and gdn-static, with and without --static (libgdn.a with its needs), and
 #   - through find_package(libgdn) in the sub-project tests/install/CMakeLists.txt (libgdn::gdn, libgdn::gdn_static);
-# then runs the four programs and checks what each links: libgdn.so.SOVERSION, or no libgdn at all.
+# then runs the programs and checks what each links (readelf's NEEDED and ldd): libgdn.so.SOVERSION from the
+# prefix, or no libgdn at all.
 #
 #   usage: check.sh CMAKE BUILD_DIR WORK_DIR CC GENERATOR VERSION SOVERSION
 set -eu
@@ -30,19 +31,25 @@ echo "   soname $soname"
 
 command -v pkg-config > /dev/null || fail "pkg-config not found"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-pcversion=$(pkg-config --modversion gdn)
-[ "$pcversion" = "$version" ] || fail "gdn.pc version '$pcversion', expected $version"
+[ -e "$prefix/lib/pkgconfig/gdn-static.pc" ] || fail "lib/pkgconfig/gdn-static.pc not installed"
+for pc in gdn gdn-static; do
+    pcversion=$(pkg-config --modversion $pc)
+    [ "$pcversion" = "$version" ] || fail "$pc.pc version '$pcversion', expected $version"
+done
 cflags=$(pkg-config --cflags gdn)
-libs=$(pkg-config --libs gdn)
-# --static: the Libs.private too; -lgdn becomes -l:libgdn.a, as -lgdn alone would take libgdn.so beside it
-static_libs=$(pkg-config --libs --static gdn | sed 's/\(^\| \)-lgdn\( \|$\)/\1-l:libgdn.a\2/')
-step "pkg-config shared: $cc $cflags consumer.c $libs"
-# shellcheck disable=SC2086
-"$cc" -std=c11 -Wall -Wextra -Werror -pedantic $cflags "$here/consumer.c" -o "$work/consumer_pc_shared" $libs \
-    -Wl,-rpath,"$prefix/lib"
-step "pkg-config --static: $cc $cflags consumer.c $static_libs"
-# shellcheck disable=SC2086
-"$cc" -std=c11 -Wall -Wextra -Werror -pedantic $cflags "$here/consumer.c" -o "$work/consumer_pc_static" $static_libs
+# pc KIND EXTRA ARGS...: consumer_KIND built with $(pkg-config ARGS) and the link flags EXTRA, as the README says
+pc() {
+    kind=$1 extra=$2
+    shift 2
+    libs=$(pkg-config "$@")
+    step "pkg-config $*: $cc $cflags consumer.c $libs $extra"
+    # shellcheck disable=SC2086
+    "$cc" -std=c11 -Wall -Wextra -Werror -pedantic $cflags "$here/consumer.c" -o "$work/consumer_$kind" $libs $extra
+}
+pc pc_shared "-Wl,-rpath,$prefix/lib" --libs gdn
+pc pc_shared_norpath "" --libs gdn
+pc pc_static "" --libs gdn-static
+pc pc_static_flag "" --static --libs gdn-static
 
 step "find_package(libgdn $version): the sub-project tests/install"
 if ! "$cmake" -S "$here" -B "$work/consumer" -G "$generator" -DCMAKE_C_COMPILER="$cc" \
@@ -53,15 +60,32 @@ if ! "$cmake" -S "$here" -B "$work/consumer" -G "$generator" -DCMAKE_C_COMPILER=
 fi
 grep 'libgdn .* from' "$work/consumer_configure.log" | sed 's/^/   /'
 
-for kind in pc_shared pc_static cmake_shared cmake_static; do
+# with_path KIND CMD...: CMD, with LD_LIBRARY_PATH=prefix/lib for the consumer linked without an rpath
+with_path() {
+    case $1 in
+    *norpath) shift; LD_LIBRARY_PATH="$prefix/lib" "$@" ;;
+    *) shift; "$@" ;;
+    esac
+}
+n=0
+for kind in pc_shared pc_shared_norpath pc_static pc_static_flag cmake_shared cmake_static; do
     exe=$work/consumer_$kind
     [ -x "$exe" ] || exe=$work/consumer/consumer_$kind
     deps=$(needed "$exe")
+    linked=$(with_path $kind ldd "$exe" | grep libgdn || true)
     case $kind in
-    *shared) case " $deps" in *" libgdn.so.$soversion "*) ;; *) fail "$kind does not link libgdn.so.$soversion: $deps" ;; esac ;;
-    *static) case " $deps" in *libgdn*) fail "$kind links a shared libgdn: $deps" ;; esac ;;
+    *shared*)
+        case " $deps" in *" libgdn.so.$soversion "*) ;; *) fail "$kind does not link libgdn.so.$soversion: $deps" ;; esac
+        case $linked in
+        *"=> $prefix/lib/libgdn.so.$soversion "*) ;;
+        *) fail "$kind: ldd finds libgdn at '$linked'" ;;
+        esac ;;
+    *static*)
+        case " $deps" in *libgdn*) fail "$kind links a shared libgdn: $deps" ;; esac
+        [ -z "$linked" ] || fail "$kind: ldd shows a shared libgdn: $linked" ;;
     esac
     step "run $kind (needs: $deps)"
-    "$exe" || fail "$kind failed"
+    with_path $kind "$exe" || fail "$kind failed"
+    n=$((n + 1))
 done
-echo "install test: 4 consumers built and run"
+echo "install test: $n consumers built and run"
