@@ -109,8 +109,9 @@ def new_cache(model):
 
 
 def crop(cache, tokens):
-    """Drop the last `tokens` keys and values of the full-attention layers (the only ones in transformers' cache
-    for the libgdn model; transformers 5.17 also lists the linear-attention layers, with no keys)."""
+    """Drop the last `tokens` keys and values of the full-attention layers. transformers' cache lists the
+    linear-attention layers too, with no keys; from 5.25 each counts tokens, which the libgdn layers advance by the
+    committed tokens only (a verify's by none): nothing to drop there."""
     from transformers.cache_utils import CacheLayerMixin
     for layer in cache.layers:
         if isinstance(layer, CacheLayerMixin) and tokens and getattr(layer, "keys", None) is not None:
