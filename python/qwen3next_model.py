@@ -85,18 +85,23 @@ def on_libgdn(model):
     return ours, pools, adapters
 
 
+# transformers' hub-kernel stage functions of the Qwen3-Next module (causal_conv1d_forward, the conv step with its
+# cache updates: 5.25 on)
+FALLBACKS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn",
+             "causal_conv1d_update", "causal_conv1d_forward")
+
+
 @contextlib.contextmanager
 def torch_fallbacks(force=True):
     """transformers' Qwen3-Next forward with its own torch fallbacks (unwrapped from the hub-kernel decorators, so
     that an installed fla or causal-conv1d cannot take their place); force=False: as transformers picks."""
+    import hf_qwen3next
     import transformers.models.qwen3_next.modeling_qwen3_next as m
-    names = ["torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn",
-             "causal_conv1d_update"]
-    saved = {n: getattr(m, n) for n in names}
+    saved = {n: getattr(m, n) for n in FALLBACKS if hasattr(m, n)}
     try:
         if force:
-            for n in names:
-                setattr(m, n, inspect.unwrap(saved[n]))
+            for n, f in saved.items():
+                setattr(m, n, hf_qwen3next.unwrap(f))
         yield
     finally:
         for n, f in saved.items():

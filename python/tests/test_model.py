@@ -75,6 +75,21 @@ def test_padding_is_refused():
     assert sum(isinstance(m, libgdn.TransformersGatedDeltaNet) for m in model.modules()) == 3
 
 
+def test_fallbacks_are_transformers_own(result):
+    """transformers' model ran its own torch functions: each stage named (transformers 5.25 makes every hub-kernel
+    function a kernels `Func` module, which inspect.unwrap does not see through), and torch_fallbacks() puts the
+    plain functions in the modeling module's place."""
+    import inspect
+    from transformers.models.qwen3_next import modeling_qwen3_next as m
+    for stage, impl in result["transformers_picked"].items():
+        assert impl.startswith("transformers.models.qwen3_next.modeling_qwen3_next.") and not impl.endswith(".?"), \
+            "%s: %s" % (stage, impl)
+    with qm.torch_fallbacks():
+        for name in qm.FALLBACKS:
+            if hasattr(m, name):
+                assert inspect.isfunction(getattr(m, name)), "%s: %r" % (name, getattr(m, name))
+
+
 def test_positions_follow_the_committed_tokens():
     """The model's positions start at transformers' Cache.get_seq_length(), which from transformers 5.25 is layer 0's
     count, a linear-attention layer's (its own module advances it): the libgdn layers advance it by the tokens they
