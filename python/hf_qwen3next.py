@@ -5,7 +5,7 @@ it runs, with whatever implementations it picked). Imports torch and transformer
 
 - `build_module(Hk, Hv, D, dtype, device)`: a Qwen3NextGatedDeltaNet from a small Qwen3NextConfig, with random
   dt_bias and norm weight (the module's init makes them ones), conv1d and A_log as the module initialises them.
-- `torch_fallbacks(m)`: the module's own torch fallbacks, unwrapped from transformers' kernel decorators.
+- `torch_fallbacks(m)`: the module's own torch fallbacks, unwrapped from transformers' kernel decorators (`unwrap`).
 - `picked(m, mod)`: which implementation the module's forward calls for each stage (fla, causal-conv1d or torch).
 - `weights(mod)`: the module's weights as libgdn's f32 arrays (conv_w [C, 4], dt_bias, A_log, gamma).
 """
@@ -58,11 +58,27 @@ def _key_heads_repeated(fn):
     return call
 
 
+def _func_of(fn):
+    """The function a `kernels` Func module calls (what kernels' use_kernel_forward_from_hub makes of a function,
+    the `func` its forward closes over), else fn."""
+    forward = getattr(type(fn), "forward", None)
+    code = getattr(forward, "__code__", None)
+    if code is None or "func" not in code.co_freevars:
+        return fn
+    return forward.__closure__[code.co_freevars.index("func")].cell_contents
+
+
+def unwrap(fn):
+    """A stage function with transformers' hub-kernel decorators taken off: the torch function under them.
+    transformers 5.25 (where `kernels` is a dependency) makes each decorated function a kernels Func module, an
+    nn.Module whose forward calls the decorated function; under it, and in 5.24, functools.wraps wrappers."""
+    return inspect.unwrap(_func_of(fn))
+
+
 def torch_fallbacks(m):
     """The module's torch fallbacks themselves: {"chunk": ..., "recurrent": ...} and the conv update. Newer
     transformers wrap them in hub-kernel decorators that call fla or causal-conv1d where installed; unwrapped, an
     installed package cannot take their place. Older transformers name the update torch_causal_conv1d_update."""
-    unwrap = inspect.unwrap
     fallbacks = {"chunk": _key_heads_repeated(unwrap(m.torch_chunk_gated_delta_rule)),
                  "recurrent": _key_heads_repeated(unwrap(m.torch_recurrent_gated_delta_rule))}
     conv_update = unwrap(getattr(m, "torch_causal_conv1d_update", None) or m.causal_conv1d_update)
@@ -71,10 +87,11 @@ def torch_fallbacks(m):
 
 def _impl_of(fn):
     """What a (possibly decorated) stage function runs: the `implementation` its hub-kernel wrapper closed over
-    (transformers 5), else the function itself; as "module.name"."""
+    (transformers 5; in 5.25 inside a kernels Func module), else the function itself; as "module.name"."""
     seen = 0
     while fn is not None and seen < 8:
         seen += 1
+        fn = _func_of(fn)
         code = getattr(fn, "__code__", None)
         cells = dict(zip(code.co_freevars, fn.__closure__ or ())) if code is not None else {}
         if "implementation" in cells:

@@ -85,18 +85,23 @@ def on_libgdn(model):
     return ours, pools, adapters
 
 
+# transformers' hub-kernel stage functions of the Qwen3-Next module (causal_conv1d_forward, the conv step with its
+# cache updates: 5.25 on)
+FALLBACKS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn",
+             "causal_conv1d_update", "causal_conv1d_forward")
+
+
 @contextlib.contextmanager
 def torch_fallbacks(force=True):
     """transformers' Qwen3-Next forward with its own torch fallbacks (unwrapped from the hub-kernel decorators, so
     that an installed fla or causal-conv1d cannot take their place); force=False: as transformers picks."""
+    import hf_qwen3next
     import transformers.models.qwen3_next.modeling_qwen3_next as m
-    names = ["torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule", "causal_conv1d_fn",
-             "causal_conv1d_update"]
-    saved = {n: getattr(m, n) for n in names}
+    saved = {n: getattr(m, n) for n in FALLBACKS if hasattr(m, n)}
     try:
         if force:
-            for n in names:
-                setattr(m, n, inspect.unwrap(saved[n]))
+            for n, f in saved.items():
+                setattr(m, n, hf_qwen3next.unwrap(f))
         yield
     finally:
         for n, f in saved.items():
@@ -109,8 +114,9 @@ def new_cache(model):
 
 
 def crop(cache, tokens):
-    """Drop the last `tokens` keys and values of the full-attention layers (the only ones in transformers' cache
-    for the libgdn model; transformers 5.17 also lists the linear-attention layers, with no keys)."""
+    """Drop the last `tokens` keys and values of the full-attention layers. transformers' cache lists the
+    linear-attention layers too, with no keys; from 5.25 each counts tokens, which the libgdn layers advance by the
+    committed tokens only (a verify's by none): nothing to drop there."""
     from transformers.cache_utils import CacheLayerMixin
     for layer in cache.layers:
         if isinstance(layer, CacheLayerMixin) and tokens and getattr(layer, "keys", None) is not None:

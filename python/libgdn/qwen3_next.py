@@ -165,10 +165,12 @@ class TransformersGatedDeltaNet(nn.Module):
     forward(hidden_states, cache, attention_mask, **kwargs) as Qwen3NextGatedDeltaNet's, its states in the
     GatedDeltaNetCache `pools` (shared by the model's GDN layers: set its batch before each model forward). The
     model's own Cache (transformers') still holds the full-attention layers' keys and values; its linear-attention
-    entries are left alone (the decoder layer passes that Cache as `cache`, or in 5.17 as `cache_params`, which
-    lands in **kwargs: unread either way). attention_mask: None or all ones (transformers' recurrent mask is None
-    for an unpadded batch); padding is refused. trace: None, or a list that each forward appends (qkv, z, alpha,
-    beta, y) to (the layer step's inputs and output, on their device)."""
+    entries hold no states (the decoder layer passes that Cache as `cache`, or in 5.17 as `cache_params`, which
+    lands in **kwargs), but from transformers 5.25 each counts its layer's tokens and the model's positions start at
+    layer 0's count (Cache.get_seq_length()): each forward advances this layer's by the tokens the pools keep (T, or
+    the batch's commit; one count for the batch, the largest). attention_mask: None or all ones (transformers'
+    recurrent mask is None for an unpadded batch); padding is refused. trace: None, or a list that each forward
+    appends (qkv, z, alpha, beta, y) to (the layer step's inputs and output, on their device)."""
 
     def __init__(self, gdn, pools):
         super().__init__()
@@ -181,9 +183,21 @@ class TransformersGatedDeltaNet(nn.Module):
         B, T, _ = hidden_states.shape
         args = self.gdn.project(hidden_states)
         y = self.gdn.step(*args, self.pools, [T * b for b in range(B + 1)])
+        self._count(cache, T)
         if self.trace is not None:
             self.trace.append(args + (y,))
         return self.gdn.out_proj(y.reshape(B, T, self.gdn.value_dim))
+
+    def _count(self, cache, T):
+        """Advance transformers' token count of this layer (LinearAttentionLayer.cumulative_length_linear, 5.25 on;
+        transformers' own module advances it in its conv step) by the tokens the pools kept of T each."""
+        layers = getattr(cache, "layers", None)
+        if layers is None or self.layer_idx >= len(layers):
+            return
+        count = getattr(layers[self.layer_idx], "cumulative_length_linear", None)
+        if count is not None:
+            commit = self.pools.commit
+            count.add_(T if commit is None else max(int(c) for c in commit))
 
 
 def use_libgdn(model, slots=1, state_layout="kv", kernel=None):

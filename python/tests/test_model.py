@@ -73,3 +73,46 @@ def test_padding_is_refused():
         out = model(input_ids=ids, attention_mask=torch.ones(1, 6, dtype=torch.long)).logits
     assert torch.isfinite(out).all()
     assert sum(isinstance(m, libgdn.TransformersGatedDeltaNet) for m in model.modules()) == 3
+
+
+def test_fallbacks_are_transformers_own(result):
+    """transformers' model ran its own torch functions: each stage named (transformers 5.25 makes every hub-kernel
+    function a kernels `Func` module, which inspect.unwrap does not see through), and torch_fallbacks() puts the
+    plain functions in the modeling module's place."""
+    import inspect
+    from transformers.models.qwen3_next import modeling_qwen3_next as m
+    for stage, impl in result["transformers_picked"].items():
+        assert impl.startswith("transformers.models.qwen3_next.modeling_qwen3_next.") and not impl.endswith(".?"), \
+            "%s: %s" % (stage, impl)
+    with qm.torch_fallbacks():
+        for name in qm.FALLBACKS:
+            if hasattr(m, name):
+                assert inspect.isfunction(getattr(m, name)), "%s: %r" % (name, getattr(m, name))
+
+
+def test_positions_follow_the_committed_tokens():
+    """The model's positions start at transformers' Cache.get_seq_length(), which from transformers 5.25 is layer 0's
+    count, a linear-attention layer's (its own module advances it): the libgdn layers advance it by the tokens they
+    keep, so a prefill, a step, a verify (commit 0) and a commit of 2 of a 3-token window leave 6, 7, 7, 9 (the
+    driver crops the full-attention keys to match), and the logits equal transformers' model at those places."""
+    cfg = qm.config("tiny", layers=4)
+    theirs = qm.build(cfg)
+    model, pools, _ = qm.on_libgdn(theirs)
+    ids = torch.randint(0, cfg.vocab_size, (9,), generator=torch.Generator().manual_seed(3))
+    cache = qm.new_cache(model)
+    seen = []
+    qm.forward(model, ids[:6], cache, pools, fresh=[1])
+    seen.append(int(cache.get_seq_length()))
+    qm.forward(model, ids[6:7], cache, pools)
+    seen.append(int(cache.get_seq_length()))
+    window = torch.tensor([int(ids[7]), int(ids[8]), 5])  # two tokens of ids, then another
+    qm.forward(model, window, cache, pools, commit=[0])
+    qm.crop(cache, 3)
+    seen.append(int(cache.get_seq_length()))
+    ours = qm.forward(model, window, cache, pools, commit=[2])
+    qm.crop(cache, 1)
+    seen.append(int(cache.get_seq_length()))
+    assert seen == [6, 7, 7, 9]
+    with qm.torch_fallbacks():
+        ref = qm.forward(theirs, ids, qm.new_cache(theirs))
+    assert (ours[:2] - ref[7:9]).abs().max() <= 1e-4 * ref.abs().max()
