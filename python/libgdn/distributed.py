@@ -22,7 +22,8 @@ S_in(r) = M_{r-1} (... (M_1 L_0 + L_1) ...) + L_{r-1}, rounds it once to float32
 with libgdn for its y and, on the last rank, the final state, which is broadcast. Rank 0 runs once (its first run is
 its answer), the last rank only the second run, the others three. The layer step exchanges the last three conv
 inputs of each segment first (the next segment's conv history). Deterministic for a given world size and split; one
-rank gives the single-rank call's bits. docs/DISTRIBUTED.md: the wiring, the contract and the scaling.
+or two ranks give the single-rank call's bits (rank 1 starts from rank 0's final state), more are within 1e-5 of the
+float64 oracle: docs/CONTRACT.md section 9. docs/DISTRIBUTED.md: the wiring, the measurements and the scaling.
 
     context_parallel_delta(q, k, v, gate, beta, ...)      gdn_delta over a split sequence
     context_parallel_step(layer, qkv, z, alpha, beta)     the layer step (GatedDeltaNetLayer.step) over a split prompt

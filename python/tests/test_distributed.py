@@ -16,7 +16,6 @@ a seed and comparing with the single-rank run it computes itself. Skipped withou
 - the torchrun example (python/examples/distributed_gdn.py) at --nproc_per_node 2; NCCL at world size 1 on a GPU
   (skipped without one).
 """
-import math
 import os
 import subprocess
 import sys
