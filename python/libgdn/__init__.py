@@ -8,6 +8,8 @@
     GatedDeltaNetLayer, GatedDeltaNetCache a torch module in place of transformers' Qwen3NextGatedDeltaNet, its
                                            states in libgdn's pools
     use_libgdn(model)                      a transformers Qwen3-Next model's GDN layers on libgdn, in place
+    distributed                            tensor parallel (heads sharded) and context parallel prefill over
+                                           torch.distributed (docs/DISTRIBUTED.md)
 
 numpy arrays (host) and torch tensors (CPU, or CUDA on torch's current stream) are read and written in place, no
 copy. With torch installed the calls on tensors are the custom ops torch.ops.libgdn.delta and .layer (torch.compile,
@@ -26,6 +28,10 @@ else:  # the same functions, torch tensors through the custom ops
     from .qwen3_next import GatedDeltaNetCache, GatedDeltaNetLayer, TransformersGatedDeltaNet, use_libgdn
     __all__ += ["fused_recurrent_gated_delta_rule", "chunk_gated_delta_rule", "GatedDeltaNetLayer",
                 "GatedDeltaNetCache", "TransformersGatedDeltaNet", "use_libgdn"]
+    import torch.distributed
+    if torch.distributed.is_available():  # some torch builds have none
+        from . import distributed
+        __all__ += ["distributed"]
 
 
 def kernels():
