@@ -8,12 +8,13 @@
 set -u
 GDN=${1:?usage: test_cli.sh path/to/gdn}
 pass=0 fail=0
-expect() { # expect RC DESCRIPTION -- ARGS...: runs gdn ARGS with a 60 s limit, checks its exit status
+BENCH_LIMIT=400 # s: a quick bench fills pools of 4x the last-level cache per shape (minutes under a sanitizer)
+expect() { # expect RC DESCRIPTION -- ARGS...: runs gdn ARGS with a limit of $LIMIT s (60), checks its exit status
     local want=$1 what=$2
     shift 3
     local out err rc
     out=$(mktemp) err=$(mktemp)
-    timeout 60 "$GDN" "$@" >"$out" 2>"$err"
+    timeout "${LIMIT:-60}" "$GDN" "$@" >"$out" 2>"$err"
     rc=$?
     if [[ $rc == "$want" ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: gdn $* ($what): exit $rc, want $want"; head -3 "$err"; fi
     LAST_OUT=$(cat "$out") LAST_ERR=$(cat "$err")
@@ -80,7 +81,7 @@ check "$([[ $LAST_ERR == *"out of memory"* && $LAST_OUT != *differs* && $LAST_ER
     "an unallocatable T reports out of memory only"
 # --json: every line parses as JSON (python3, when present); a short run of the quick sweep on one kernel
 if command -v python3 >/dev/null; then
-    expect 0 "bench --json" -- bench --json --quick --reps 1 --kernel ref
+    LIMIT=$BENCH_LIMIT expect 0 "bench --json" -- bench --json --quick --reps 1 --kernel ref
     printf '%s\n' "$LAST_OUT" | python3 -c '
 import json, sys
 n = 0
@@ -97,7 +98,7 @@ check "$([[ $LAST_ERR != *"checking"* && $LAST_ERR != *"timing"* && $LAST_ERR !=
 # after its last erase (CR, ESC [K), holds no progress line, and every table row is whole
 if command -v script >/dev/null && command -v python3 >/dev/null; then
     log=$(mktemp)
-    timeout 120 script -qfec "$(printf '%q ' "$GDN" bench --quick --reps 1 --kernel ref)" /dev/null > "$log" 2>&1
+    timeout $BENCH_LIMIT script -qfec "$(printf '%q ' "$GDN" bench --quick --reps 1 --kernel ref)" /dev/null > "$log" 2>&1
     check $? "bench on a terminal: exit 0"
     python3 - "$log" <<'PY'
 import re, sys
