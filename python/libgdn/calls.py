@@ -1,13 +1,17 @@
 """gdn_delta and gdn_layer on arrays: the checks (kind, dtype, device, contiguity, shape; arrays.py), then the call
 on the arrays' own memory. libgdn.delta and libgdn.layer for numpy arrays, and the bodies of the torch custom ops
-(torch_ops.py). The shapes and the math: docs/API.md; the C library checks the rest (values of cu_seqlens and slots,
-overlaps) and its refusals raise ValueError with gdn_last_error(), which names the field.
+(torch_ops.py). check_delta / check_layer read only shapes, dtypes and devices (they also run on fake tensors);
+call_delta / call_layer check what needs the data (the host arrays' values, T against cu_seqlens, writeable
+outputs, the kernel, threads and the floats as C's fields take them). The shapes and the math: docs/API.md; the C
+library checks the rest (the order of cu_seqlens, slots against the pools, overlaps) and its refusals raise
+ValueError with gdn_last_error(), which names the field.
 """
 import math
 
 from . import capi
-from .arrays import (ACTIVATIONS, DTYPE_CODE, Shapes, check_contiguous, check_device, check_dtype, check_kind,
-                     check_length, device_name, dtype_name, host_ints, is_cuda, pointer)
+from .arrays import (ACTIVATIONS, DTYPE_CODE, INT32, Shapes, check_contiguous, check_device, check_dtype,
+                     check_float, check_int, check_kind, check_length, check_writable, device_name, dtype_name,
+                     host_ints, is_cuda, pointer)
 
 GATE_KINDS = {"decay": capi.GATE_DECAY, "log_decay": capi.GATE_LOG_DECAY, "vector": capi.GATE_VECTOR,
               "raw": capi.GATE_RAW}
@@ -20,7 +24,7 @@ def enum(name, table, value):
     """The C code of an enum argument given by name ('kv') or by its code (capi.STATE_KV)."""
     if isinstance(value, str) and value in table:
         return table[value]
-    if isinstance(value, int) and value in table.values():
+    if isinstance(value, int) and not isinstance(value, bool) and value in table.values():
         return value
     raise ValueError("%s: expected one of %s, got %r" % (name, ", ".join(repr(k) for k in table), value))
 
@@ -49,22 +53,75 @@ def _same_dtype(named, first):
             check_dtype(name, x, (want,), " (%s's)" % first)
 
 
+_KERNELS = {}  # "delta" / "layer": {kernel name: runs on CUDA}
+
+
+def check_kernel(kernel, layer, device):
+    """kernel: None, "fastest", or a kernel of the table (delta: "name" or "name:variant", the variant checked by C)
+    of the tensors' device (check_scalars has checked its type)."""
+    if kernel is None:
+        return None
+    if not _KERNELS:
+        lib = capi.lib()
+        _KERNELS["delta"] = {n: b == capi.BACKEND_CUDA for n, b, _ in capi.kernels(lib)}
+        _KERNELS["layer"] = {n: n.startswith("cuda") for n in capi.layer_kernels(lib)}  # its CUDA kernels: cuda_*
+    if kernel == "fastest":
+        return kernel
+    table, lister = (_KERNELS["layer"], "libgdn.layer_kernels()") if layer else (_KERNELS["delta"], "libgdn.kernels()")
+    base = kernel if layer else kernel.split(":", 1)[0]
+    if base not in table:
+        raise ValueError("kernel: no kernel %r (%s lists them; or \"fastest\", or None: routed)" % (kernel, lister))
+    if table[base] and not device.startswith("cuda"):
+        raise ValueError("kernel: %r is a CUDA kernel, and the tensors are not on a CUDA device (they are on %s)"
+                         % (kernel, device))
+    if not table[base] and device.startswith("cuda"):
+        raise ValueError("kernel: %r is a CPU kernel, and the tensors are on %s (%s lists the CUDA ones)"
+                         % (kernel, device, lister))
+    return kernel
+
+
+def check_scalars(kernel, threads):
+    """kernel's type (None or a str) and threads as C's int (0: all); plain Python, for the torch wrappers too."""
+    if kernel is not None and not isinstance(kernel, str):
+        raise TypeError("kernel: expected a kernel's name (str) or None, got %s" % type(kernel).__name__)
+    check_int("threads", threads, 0, INT32[1])
+    return kernel
+
+
+def check_tokens(cu, T, whose):
+    """The batch form's tokens: cu_seqlens[B] must be T (C reads T = cu_seqlens[B] tokens of every [T, ...] tensor;
+    its order, 0 then increasing, C checks)."""
+    if int(cu[-1]) != T:
+        raise ValueError("cu_seqlens: expected its last entry cu_seqlens[B] = T = %d (the tokens of %s), got %d"
+                         % (T, whose, int(cu[-1])))
+
+
+def check_call(kernel, threads, layer, device, outputs):
+    """What a call needs beyond the tensors' shapes: the kernel's name, threads as C's int, writeable outputs."""
+    check_scalars(kernel, threads)
+    check_kernel(kernel, layer, device)
+    for name, x in outputs.items():
+        if x is not None:
+            check_writable(name, x)
+
+
 # ---- gdn_delta ----
 
 def check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, n_seqlens, n_slots, gate_kind,
-                state_layout):
+                state_layout, y=None):
     """The sizes of a gdn_delta call, {B, T, Hk, Hv, Dk, Dv, slots}, after every check that needs no data.
-    n_seqlens / n_slots: the entries of cu_seqlens / state_slot, or None without them.
+    n_seqlens / n_slots: the entries of cu_seqlens / state_slot, or None without them; y: the output [like v], or
+    None before it is allocated.
 
     Shapes (lead = [B, T] dense; [T] or [1, T] with cu_seqlens, B = its entries - 1):
         q, k [lead, Hk, Dk]; v [lead, Hv, Dv]; gate [lead, Hv] ([lead, Hv, Dk] for the vector gate); beta [lead, Hv];
         mask [lead]; A_log, dt_bias [Hv] (raw gate only); state_in, state_out [B, Hv, Dv, Dk] (vk) or
         [B, Hv, Dk, Dv] (kv), with state_slot pools [slots, ...]."""
     named = dict(q=q, k=k, v=v, gate=gate, beta=beta, A_log=A_log, dt_bias=dt_bias, mask=mask, state_in=state_in,
-                 state_out=state_out)
+                 state_out=state_out, y=y)
     _inputs(named, "q")
     check_dtype("q", q, ACTIVATIONS)
-    _same_dtype(dict(q=q, k=k, v=v), "q")
+    _same_dtype(dict(q=q, k=k, v=v, y=y), "q")
     _f32(dict(gate=gate, beta=beta, A_log=A_log, dt_bias=dt_bias, state_in=state_in, state_out=state_out))
     if mask is not None:
         check_dtype("mask", mask, ("uint8", "bool"))
@@ -79,6 +136,8 @@ def check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, 
     sh.check("q", q, lead + ("Hk", "Dk"))
     sh.check("k", k, lead + ("Hk", "Dk"))
     sh.check("v", v, lead + ("Hv", "Dv"))
+    if y is not None:
+        sh.check("y", y, lead + ("Hv", "Dv"))
     if sh.value["Hv"] % sh.value["Hk"]:
         raise ValueError("v: expected Hv a multiple of Hk = %d (from q), got Hv = %d"
                          % (sh.value["Hk"], sh.value["Hv"]))
@@ -110,8 +169,12 @@ def check_delta(q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, 
 
 def call_delta(sizes, q, k, v, gate, beta, A_log, dt_bias, mask, state_in, state_out, y, cu_seqlens, state_slot,
                gate_kind, beta_kind, state_layout, scale, kernel, threads, stream=None, state_slot_device=None):
-    """gdn_delta on checked arrays (check_delta's sizes); y [like v] is written. cu_seqlens, state_slot: contiguous
-    host int32 arrays (numpy or CPU torch) or None; state_slot_device: a contiguous int32 CUDA tensor [B] or None."""
+    """gdn_delta on checked arrays (check_delta's sizes); y [like v] is written. cu_seqlens, state_slot: host_ints'
+    arrays or None; state_slot_device: a contiguous int32 CUDA tensor [B] or None."""
+    if cu_seqlens is not None:
+        check_tokens(cu_seqlens, sizes["T"], "q")
+    check_call(kernel, threads, False, device_name(q), dict(state_out=state_out, y=y))
+    scale = check_float("scale", scale)
     ptr = lambda name, x: None if x is None else pointer(name, x)
     a = capi.args(B=sizes["B"], T=sizes["T"], Hk=sizes["Hk"], Hv=sizes["Hv"], Dk=sizes["Dk"], Dv=sizes["Dv"],
                   dtype=DTYPE_CODE[dtype_name(q)], q=ptr("q", q), k=ptr("k", k), v=ptr("v", v), y=ptr("y", y),
@@ -142,7 +205,9 @@ def delta(q, k, v, gate, beta, *, gate_kind="decay", beta_kind="direct", A_log=N
     ("raw": g = exp(-exp(A_log) softplus(a + dt_bias))), or [B, T, Hv, Dk] a decay per key row ("vector");
     beta [B, T, Hv] f32, as is ("direct") or through sigmoid ("logit"); mask [B, T] uint8/bool (0: padding, state
     kept, y = 0); q, k, v of one dtype: float32, float16 or bfloat16 (y too).
-    Varlen (cu_seqlens [B + 1]: 0, then increasing): tensors packed token-major, [T, ...] or [1, T, ...].
+    Varlen (cu_seqlens [B + 1]: 0, then increasing, to T): tensors packed token-major, [T, ...] or [1, T, ...];
+    cu_seqlens and state_slot are lists, arrays or tensors of integers, read by value on the host (each must fit
+    int32). state_out must be writeable.
     State, f32: state_in (None: S = 0) and state_out (None: not written; may be state_in, in place), [B, Hv, Dv, Dk]
     for state_layout "vk" or [B, Hv, Dk, Dv] for "kv" (flash-linear-attention's, transformers'); with state_slot
     [B] (vLLM's ssm_state_indices: sequence b uses slot state_slot[b]; negative: skipped, its y rows 0) they are
@@ -166,22 +231,26 @@ def delta(q, k, v, gate, beta, *, gate_kind="decay", beta_kind="direct", A_log=N
 # ---- gdn_layer ----
 
 def check_layer(qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, state, hist_in, hist_out,
-                n_seqlens, n_slot, n_commit, n_fresh, checkpoints, state_layout):
+                n_seqlens, n_slot, n_commit, n_fresh, checkpoints, state_layout, planes=None, y=None):
     """The sizes of a gdn_layer call, {B, T, C, Hk, Hv, Dk, Dv, slots}, after every check that needs no data.
 
-    Shapes: qkv [T, C] with C = 2 Hk Dk + Hv Dv (q heads, k heads, v heads); z [T, Hv, Dv]; alpha, beta [T, Hv];
+    Shapes: qkv [T, C] with C = 2 Hk Dk + Hv Dv (q heads, k heads, v heads); z, y [T, Hv, Dv]; alpha, beta [T, Hv];
     conv_w [C, 4], conv_bias [C]; dt_bias, A or A_log [Hv]; gamma [Dv]; state [slots, Hv, Dv, Dk] (vk) or
-    [slots, Hv, Dk, Dv] (kv); hist_in, hist_out [slots, C, 3]; slot, commit, fresh [B]; checkpoints [n, 3]."""
+    [slots, Hv, Dk, Dv] (kv); hist_in, hist_out [slots, C, 3]; slot, commit, fresh [B]; checkpoints [n, 3];
+    planes: 49 T Hv Dv / 16 float32 elements, or None. y: None before it is allocated."""
     named = dict(qkv=qkv, z=z, alpha=alpha, beta=beta, conv_w=conv_w, conv_bias=conv_bias, dt_bias=dt_bias, A=A,
-                 A_log=A_log, gamma=gamma, state=state, hist_in=hist_in, hist_out=hist_out)
+                 A_log=A_log, gamma=gamma, state=state, hist_in=hist_in, hist_out=hist_out, planes=planes, y=y)
     _inputs(named, "qkv")
     check_dtype("qkv", qkv, ACTIVATIONS)
-    _same_dtype(dict(qkv=qkv, z=z, alpha=alpha, beta=beta, hist_in=hist_in, hist_out=hist_out), "qkv")
-    _f32(dict(conv_w=conv_w, conv_bias=conv_bias, dt_bias=dt_bias, A=A, A_log=A_log, gamma=gamma, state=state))
+    _same_dtype(dict(qkv=qkv, z=z, alpha=alpha, beta=beta, hist_in=hist_in, hist_out=hist_out, y=y), "qkv")
+    _f32(dict(conv_w=conv_w, conv_bias=conv_bias, dt_bias=dt_bias, A=A, A_log=A_log, gamma=gamma, state=state,
+              planes=planes))
     if (A is None) == (A_log is None):
         raise ValueError("A, A_log: expected exactly one of them, got %s" % ("both" if A is not None else "neither"))
     sh = Shapes()
     sh.check("z", z, ("T", "Hv", "Dv"))
+    if y is not None:
+        sh.check("y", y, ("T", "Hv", "Dv"))
     dk_at = 3 if state_layout == capi.STATE_VK else 2
     sh.check("state", state, ("slots", "Hv") + (("Dv", "Dk") if dk_at == 3 else ("Dk", "Dv")))
     sh.check("qkv", qkv, ("T", "C"))
@@ -204,7 +273,15 @@ def check_layer(qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma
             check_length(name, n, B, "B, from cu_seqlens")
     if checkpoints is not None and (len(checkpoints.shape) != 2 or checkpoints.shape[1] != 3):
         raise ValueError("checkpoints: expected [n, 3] (seq, after, slot) rows, got shape %s" % list(checkpoints.shape))
-    return dict(B=B, T=sh.value["T"], C=C, Hk=Hk, Hv=Hv, Dk=Dk, Dv=Dv, slots=sh.value["slots"])
+    T = sh.value["T"]
+    if planes is not None:
+        n = 1
+        for d in planes.shape:
+            n *= int(d)
+        if n != 49 * T * Hv * Dv // 16:
+            raise ValueError("planes: expected 49 T Hv Dv / 16 = %d float32 elements (T = %d, Hv = %d, Dv = %d), got "
+                             "%d" % (49 * T * Hv * Dv // 16, T, Hv, Dv, n))
+    return dict(B=B, T=T, C=C, Hk=Hk, Hv=Hv, Dk=Dk, Dv=Dv, slots=sh.value["slots"])
 
 
 def call_layer(sizes, qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, state, hist_in, hist_out,
@@ -212,7 +289,11 @@ def call_layer(sizes, qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log,
                kernel, threads, stream=None, planes=None):
     """gdn_layer on checked arrays (check_layer's sizes); y [like z] is written, state and the history pools in
     place, and planes (f32, 49 T Hv Dv / 16 elements) when given. cu_seqlens, slot, commit (int32), fresh (uint8),
-    checkpoints (int32 [n, 3]): contiguous host arrays."""
+    checkpoints (int32 [n, 3]): host_ints' arrays."""
+    check_tokens(cu_seqlens, sizes["T"], "qkv")
+    written = dict(state=state, hist_out=hist_out) if hist_out is not None else dict(state=state, hist_in=hist_in)
+    check_call(kernel, threads, True, device_name(qkv), dict(written, planes=planes, y=y))
+    eps_l2, eps_rms, scale = (check_float(n, x) for n, x in (("eps_l2", eps_l2), ("eps_rms", eps_rms), ("scale", scale)))
     ptr = lambda name, x: None if x is None else pointer(name, x)
     a = capi.layer_args(B=sizes["B"], Hk=sizes["Hk"], Hv=sizes["Hv"], Dk=sizes["Dk"], Dv=sizes["Dv"],
                         cu_seqlens=ptr("cu_seqlens", cu_seqlens), dtype=DTYPE_CODE[dtype_name(qkv)],
@@ -238,14 +319,9 @@ def layer_host_arrays(T, cu_seqlens, slot, commit, fresh, checkpoints):
     commit (int32), fresh (uint8), checkpoints (int32 [n, 3]; an empty list: None)."""
     cu = host_ints("cu_seqlens", [0, T] if cu_seqlens is None else cu_seqlens)
     arrays = [cu] + [None if x is None else host_ints(n, x) for n, x in (("slot", slot), ("commit", commit))]
-    arrays.append(None if fresh is None else host_ints("fresh", fresh, dtype="uint8"))
-    cp = None
-    if checkpoints is not None and len(checkpoints):
-        cp = host_ints("checkpoints", checkpoints)
-        if cp.size % 3:
-            raise ValueError("checkpoints: expected (seq, after, slot) triples, got %d numbers" % cp.size)
-        cp = cp.reshape(-1, 3)
-    return arrays + [cp]
+    arrays.append(None if fresh is None else host_ints("fresh", fresh, flags=True))
+    cp = None if checkpoints is None else host_ints("checkpoints", checkpoints, rows=3)
+    return arrays + [cp if cp is not None and cp.shape[0] else None]
 
 
 def layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, A=None, A_log=None, conv_bias=None,
@@ -258,11 +334,12 @@ def layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, A=None
     (float32, float16, bfloat16), as are the histories. f32: conv_w [C, 4] (tap 3 on the current token), conv_bias
     [C] or None, dt_bias and exactly one of A / A_log [Hv], gamma [Dv]. Pools: state [slots, Hv, Dv, Dk]
     (state_layout "vk") or [slots, Hv, Dk, Dv] ("kv") f32, in place; hist_in [slots, C, 3] (the last three conv
-    inputs, oldest first), in place unless hist_out (disjoint) is given. Per sequence (lists, arrays or tensors;
-    host): cu_seqlens [B + 1] (None: one sequence of T tokens), slot [B] (None: slot b; negative: skipped),
-    commit [B] (None: all tokens; k: the pools keep the state after k tokens, 0: verify), fresh [B] (nonzero: start
-    from zeros, a new prompt); checkpoints: (seq, after, slot) triples, the state and history after `after` tokens
-    also written to `slot`. eps_l2, eps_rms: 0 = 1e-6; scale: 0 = 1/sqrt(Dk); out_gate "silu" (Qwen3-Next) or
+    inputs, oldest first), in place unless hist_out (disjoint) is given. Per sequence (lists, arrays or tensors of
+    integers, read by value on the host; each value must fit int32): cu_seqlens [B + 1] (0, then increasing, to
+    T; None: one sequence of T tokens), slot [B] (None: slot b; negative: skipped), commit [B] (None: all tokens;
+    k: the pools keep the state after k tokens, 0: verify), fresh [B] (0 or 1, or bool; 1: start from zeros, a new
+    prompt); checkpoints: (seq, after, slot) triples or an [n, 3] array, the state and history after `after`
+    tokens also written to `slot`. Outputs (the pools, hist_out, planes) must be writeable. eps_l2, eps_rms: 0 = 1e-6; scale: 0 = 1/sqrt(Dk); out_gate "silu" (Qwen3-Next) or
     "sigmoid"; kernel: a name of libgdn.layer_kernels() ("ref": the contract in code). Every kernel returns the
     same bits. The math: docs/CONTRACT.md, "The layer step". planes: None, or a float32 array of 49 T Hv Dv / 16
     elements that receives y's planes for a packed-weight matvec (docs/API.md, "Planes"; Dv % 16 == 0).
@@ -271,14 +348,9 @@ def layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, A=None
     og, sl = enum("out_gate", OUT_GATES, out_gate), enum("state_layout", STATE_LAYOUTS, state_layout)
     check_kind("qkv", qkv)
     cu, sl_, cm, fr, cp = layer_host_arrays(qkv.shape[0], cu_seqlens, slot, commit, fresh, checkpoints)
-    n = lambda x: None if x is None else x.size
+    n = lambda x: None if x is None else x.shape[0]
     sizes = check_layer(qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, state, hist_in, hist_out,
-                        cu.size, n(sl_), n(cm), n(fr), cp, sl)
-    if planes is not None:
-        check_dtype("planes", planes, ("float32",))
-        T, N = sizes["T"], sizes["Hv"] * sizes["Dv"]
-        if planes.size != 49 * T * N // 16:
-            raise ValueError("planes: expected 49 T Hv Dv / 16 = %d float32 elements, got %d" % (49 * T * N // 16, planes.size))
+                        cu.shape[0], n(sl_), n(cm), n(fr), cp, sl, planes)
     y = np.empty_like(z)
     call_layer(sizes, qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log, gamma, state, hist_in, hist_out, y,
                cu, sl_, cm, fr, cp, eps_l2, eps_rms, scale, og, sl, kernel, threads, planes=planes)

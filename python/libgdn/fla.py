@@ -7,6 +7,7 @@ allow_neg_eigval, context parallelism, head_first, vLLM's num_accepted_tokens.
 """
 import torch
 
+from .arrays import check_host
 from .torch_ops import delta, host_tensor
 
 _IGNORED = ("chunk_size", "chunk_indices")  # fla's chunked-kernel tuning: no meaning for a recurrence
@@ -86,10 +87,14 @@ def _gated_delta_rule(q, k, v, g, gk, gv, beta, scale, initial_state, output_fin
     if ssm_state_indices is not None:  # vLLM: initial_state is the pool [slots, HV, ...], updated in place
         if initial_state is None:
             raise ValueError("initial_state: expected the state pool with ssm_state_indices, got None")
-        if ssm_state_indices.dim() != 1:
+        if isinstance(ssm_state_indices, torch.Tensor) and ssm_state_indices.dim() == 2:
             raise NotImplementedError("ssm_state_indices: libgdn takes one slot per sequence [N], got shape %s"
                                       % list(ssm_state_indices.shape))
         final_state = initial_state if inplace_final_state is not False else initial_state.clone()
+        if isinstance(ssm_state_indices, torch.Tensor):  # on the host, or read by the kernel (delta's choice)
+            check_host("ssm_state_indices", ssm_state_indices)
+        else:
+            ssm_state_indices = host_tensor("ssm_state_indices", ssm_state_indices)
         kw.update(state_in=initial_state, state_out=final_state, state_slot=ssm_state_indices)
     else:
         if initial_state is not None:

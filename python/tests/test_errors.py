@@ -43,7 +43,7 @@ def call_delta(**over):
     (dict(state_slot=[0]), ValueError, ["state_slot:", "neither"]),
     (dict(state_slot=[0, 1], state_out=torch.zeros(4, HV, DV, DK)), ValueError, ["state_slot:", "expected 1", "got 2"]),
     (dict(cu_seqlens=[0, 2, 3], q=torch.randn(2, T, HK, DK)), ValueError, ["q:", "[1, T, Hk, Dk] = [1, *, *, *]"]),
-    (dict(kernel="nope"), ValueError, ["libgdn:", "nope"]),
+    (dict(kernel="nope"), ValueError, ["kernel:", "nope", "libgdn.kernels()"]),
 ])
 def test_delta_errors_name_the_tensor(over, exc, words):
     with pytest.raises(exc) as e:
@@ -110,7 +110,7 @@ def call_layer(**over):
     (dict(A=torch.zeros(HV)), ValueError, ["A, A_log:", "both"]),
     (dict(A_log=None), ValueError, ["A, A_log:", "neither"]),
     (dict(slot=[0, 1]), ValueError, ["slot:", "expected 1 entries (B, from cu_seqlens)", "got 2"]),
-    (dict(checkpoints=[(0, 1)]), ValueError, ["checkpoints:", "triples"]),
+    (dict(checkpoints=[(0, 1)]), ValueError, ["checkpoints[0]:", "3 integers (seq, after, slot)", "(0, 1)"]),
     (dict(out_gate="relu"), ValueError, ["out_gate:", "'silu', 'sigmoid'"]),
     (dict(commit=[4]), ValueError, ["libgdn:", "commit[0]"]),
     (dict(slot=[2]), ValueError, ["libgdn:", "slot[0]"]),

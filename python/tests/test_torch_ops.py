@@ -29,42 +29,154 @@ def delta_in_place(q, k, v, gate, beta, state):
 
 def test_opcheck():
     x = delta_inputs()
-    args = (x["q"], x["k"], x["v"], x["gate"], x["beta"], None, None, None, x["state"], x["state"].clone(), None,
-            None, None, 0, 0, 0, 0.25, None, 0)
-    torch.library.opcheck(torch.ops.libgdn.delta.default, args)
+    for state_out in (None, x["state"].clone()):
+        args = (x["q"], x["k"], x["v"], x["gate"], x["beta"], None, None, None, x["state"], state_out,
+                torch.empty_like(x["v"]), None, None, None, 0, 0, 0, 0.25, None, 0)
+        torch.library.opcheck(torch.ops.libgdn.delta.default, args)
     lx, w, pools = layer_inputs()
     cu = torch.tensor([0, 5, 8], dtype=torch.int32)
     largs = (lx["qkv"], lx["z"], lx["alpha"], lx["beta"], w["conv_w"], None, w["dt_bias"], None, w["A_log"], w["gamma"],
-             pools["state"].clone(), pools["hist"].clone(), None, cu, None, None, None, None, 0.0, 0.0, 0.0, 0, 1,
-             None, 0)
+             pools["state"].clone(), pools["hist"].clone(), None, None, torch.empty_like(lx["z"]), cu, None, None,
+             None, None, 0.0, 0.0, 0.0, 0, 1, None, 0)
     torch.library.opcheck(torch.ops.libgdn.layer.default, largs)
 
 
-def test_compile_delta_in_place_cpu():
-    x = delta_inputs()
-    s_eager, s_comp = x["state"].clone(), x["state"].clone()
-    y_eager = delta_in_place(x["q"], x["k"], x["v"], x["gate"], x["beta"], s_eager)
-    compiled = torch.compile(delta_in_place, fullgraph=True)
-    y_comp = compiled(x["q"], x["k"], x["v"], x["gate"], x["beta"], s_comp)
-    assert torch.equal(y_comp, y_eager) and torch.equal(s_comp, s_eager)
+# ---- every optional output under torch.compile(fullgraph=True) (CPU) and CUDA graphs (CUDA) ----
+# A case: make(device) -> (fn, args); fn(*args) returns its outputs and may write args in place. Compiled and
+# captured, it must give eager's bits: outputs and every argument after the call.
+
+def delta_case(combo):
+    """libgdn.delta with state_in and state_out each absent, separate or the same (in place); dense, or the batch
+    form over a pool (pool_*), in place or read-only."""
+    def make(device):
+        x = delta_inputs(device)
+        qkvgb = [x[n] for n in ("q", "k", "v", "gate", "beta")]
+        if combo.startswith("pool"):
+            qkvgb = [t.reshape(1, B * T, *t.shape[2:]) for t in qkvgb]
+            pool = (torch.randn(5, HV, V, K, generator=torch.Generator().manual_seed(6)) * 0.1).to(device)
+            kw = dict(cu_seqlens=torch.tensor([0, 4, 12]), state_slot=torch.tensor([3, 0], dtype=torch.int32))
+            if combo == "pool_in":
+                return (lambda *a: libgdn.delta(*a[:5], state_in=a[5], **kw)), qkvgb + [pool]
+            return (lambda *a: libgdn.delta(*a[:5], state_in=a[5], state_out=a[5], **kw)), qkvgb + [pool]
+        s_in, s_out = x["state"], torch.full_like(x["state"], 7.0)
+
+        def fn(q, k, v, g, b, s_in, s_out):
+            kw = dict(state_in=s_in if combo in ("in", "in_out", "in_place") else None,
+                      state_out={"out": s_out, "in_out": s_out, "in_place": s_in}.get(combo))
+            return libgdn.delta(q, k, v, g, b, **kw) * 2
+        return fn, qkvgb + [s_in, s_out]
+    return make
 
 
-def test_compile_fla_and_varlen_pool_cpu():
-    x = delta_inputs()
-    pool = torch.randn(5, HV, K, V) * 0.1
+LAYER_D = dict(Hk=1, Hv=2, D=16)  # Dv % 16 == 0: planes
 
-    def step(q, k, v, g, beta, pool):
-        o, _ = libgdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=pool,
-                                                       cu_seqlens=torch.tensor([0, 4, 12]),
-                                                       ssm_state_indices=torch.tensor([3, 0], dtype=torch.int32))
-        return o * 2
 
-    packed = [x[n].reshape(1, B * T, *x[n].shape[2:]) for n in ("q", "k", "v")]
-    g, beta = torch.log(x["gate"]).reshape(1, B * T, HV), x["beta"].reshape(1, B * T, HV)
-    p_eager, p_comp = pool.clone(), pool.clone()
-    o_eager = step(*packed, g, beta, p_eager)
-    o_comp = torch.compile(step, fullgraph=True)(*packed, g, beta, p_comp)
-    assert torch.equal(o_comp, o_eager) and torch.equal(p_comp, p_eager)
+def layer_case(hist_out, planes):
+    """libgdn.layer with the history in place or to hist_out, with planes or without."""
+    def make(device):
+        Hk, Hv, D = LAYER_D["Hk"], LAYER_D["Hv"], LAYER_D["D"]
+        C, n = 2 * Hk * D + Hv * D, 4
+        g = torch.Generator().manual_seed(4)
+        u = lambda lo, hi, *s: (torch.rand(*s, generator=g) * (hi - lo) + lo).to(device)
+        args = [u(-1, 1, n, C), u(-1, 1, n, Hv, D), u(-2, 2, n, Hv), u(-2, 2, n, Hv), u(-0.5, 0.5, C, 4),
+                u(0.5, 1.5, Hv), u(0.5, 1.5, D), u(-1, 2, Hv), u(-0.3, 0.3, 3, Hv, D, D), u(-1, 1, 3, C, 3),
+                torch.full((3, C, 3), 5.0, device=device), torch.full((49 * n * Hv * D // 16,), 5.0, device=device)]
+
+        def fn(qkv, z, alpha, beta, conv_w, dt_bias, gamma, A_log, state, hist, h_out, p):
+            return libgdn.layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist, A_log=A_log,
+                                hist_out=h_out if hist_out else None, planes=p if planes else None,
+                                cu_seqlens=[0, 3, 4], slot=[2, 0], fresh=[0, 1], state_layout="kv")
+        return fn, args
+    return make
+
+
+def fla_case(name, **kw):
+    """fla's names with initial_state absent or given, output_final_state, vLLM's in-place pool."""
+    def make(device):
+        x = delta_inputs(device)
+        q, k, v, beta = x["q"], x["k"], x["v"], x["beta"]
+        g = torch.log(x["gate"])
+        h0 = x["state"].transpose(-1, -2).contiguous()  # fla's [N, HV, K, V]
+        fn_ = getattr(libgdn, name)
+        opts = dict(kw)
+        if opts.pop("initial_state", False):
+            if "ssm_state_indices" in opts:
+                q, k, v, g, beta = (t.reshape(1, B * T, *t.shape[2:]) for t in (q, k, v, g, beta))
+                h0 = (torch.randn(5, HV, K, V, generator=torch.Generator().manual_seed(6)) * 0.1).to(device)
+                # host arrays on the host: a CUDA graph cannot capture their copy
+                opts.update(cu_seqlens=torch.tensor([0, 4, 12]), ssm_state_indices=torch.tensor([3, -1]))
+
+            def fn(q, k, v, g, beta, h0):
+                return fn_(q, k, v, g, beta=beta, initial_state=h0, **opts)
+        else:
+            def fn(q, k, v, g, beta, h0):
+                return fn_(q, k, v, g, beta=beta, **opts)
+        return fn, [q, k, v, g, beta, h0]
+    return make
+
+
+FLA = "fused_recurrent_gated_delta_rule"
+CASES = {"delta " + c: delta_case(c) for c in ("none", "in", "out", "in_out", "in_place", "pool_in", "pool_in_place")}
+CASES.update({"layer hist_out=%s planes=%s" % (h, p): layer_case(h, p) for h in (False, True) for p in (False, True)})
+for name in (FLA, "chunk_gated_delta_rule"):
+    for init in (False, True):
+        for out in (False, True):
+            CASES["%s initial_state=%s output_final_state=%s" % (name[:5], init, out)] = fla_case(
+                name, initial_state=init, output_final_state=out)
+CASES["fused inplace_final_state"] = fla_case(FLA, initial_state=True, inplace_final_state=True)
+CASES["fused ssm_state_indices"] = fla_case(FLA, initial_state=True, ssm_state_indices=True)
+CASES["fused ssm_state_indices not in place"] = fla_case(FLA, initial_state=True, ssm_state_indices=True,
+                                                         inplace_final_state=False)
+
+
+def flat(out):
+    """A call's outputs as a list of tensors (fla returns (o, final_state or None))."""
+    return [t for t in (out if isinstance(out, tuple) else (out,)) if t is not None]
+
+
+def eager(make, device):
+    fn, args = make(device)
+    return [t.clone() for t in flat(fn(*args))] + args
+
+
+def equal(a, b):
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_compile_every_optional_output_cpu(case):
+    fn, args = CASES[case]("cpu")
+    got = [t.clone() for t in flat(torch.compile(fn, fullgraph=True)(*args))] + args
+    assert equal(got, eager(CASES[case], "cpu"))
+
+
+@cuda_only
+@pytest.mark.parametrize("case", list(CASES))
+def test_cuda_graph_every_optional_output(case):
+    ref = eager(CASES[case], "cuda")
+    fn, args = CASES[case]("cuda")
+    start = [t.clone() for t in args]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture
+        fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flat(fn(*args))
+    for t, s in zip(args, start):
+        t.copy_(s)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert equal(out + args, ref)
+
+
+@cuda_only
+@pytest.mark.parametrize("case", list(CASES))
+def test_compile_every_optional_output_cuda_reduce_overhead(case):
+    fn, args = CASES[case]("cuda")
+    got = [t.clone() for t in flat(torch.compile(fn, fullgraph=True, mode="reduce-overhead")(*args))] + args
+    assert equal(got, eager(CASES[case], "cuda"))
 
 
 def layer_in_place(qkv, z, alpha, beta, conv_w, dt_bias, gamma, A_log, state, hist):
