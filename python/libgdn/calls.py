@@ -293,7 +293,8 @@ def call_layer(sizes, qkv, z, alpha, beta, conv_w, conv_bias, dt_bias, A, A_log,
     check_tokens(cu_seqlens, sizes["T"], "qkv")
     written = dict(state=state, hist_out=hist_out) if hist_out is not None else dict(state=state, hist_in=hist_in)
     check_call(kernel, threads, True, device_name(qkv), dict(written, planes=planes, y=y))
-    eps_l2, eps_rms, scale = (check_float(n, x) for n, x in (("eps_l2", eps_l2), ("eps_rms", eps_rms), ("scale", scale)))
+    eps_l2, eps_rms, scale = (check_float(n, x) for n, x in
+                              (("eps_l2", eps_l2), ("eps_rms", eps_rms), ("scale", scale)))
     ptr = lambda name, x: None if x is None else pointer(name, x)
     a = capi.layer_args(B=sizes["B"], Hk=sizes["Hk"], Hv=sizes["Hv"], Dk=sizes["Dk"], Dv=sizes["Dv"],
                         cu_seqlens=ptr("cu_seqlens", cu_seqlens), dtype=DTYPE_CODE[dtype_name(qkv)],
@@ -339,10 +340,11 @@ def layer(qkv, z, alpha, beta, conv_w, dt_bias, gamma, state, hist_in, *, A=None
     T; None: one sequence of T tokens), slot [B] (None: slot b; negative: skipped), commit [B] (None: all tokens;
     k: the pools keep the state after k tokens, 0: verify), fresh [B] (0 or 1, or bool; 1: start from zeros, a new
     prompt); checkpoints: (seq, after, slot) triples or an [n, 3] array, the state and history after `after`
-    tokens also written to `slot`. Outputs (the pools, hist_out, planes) must be writeable. eps_l2, eps_rms: 0 = 1e-6; scale: 0 = 1/sqrt(Dk); out_gate "silu" (Qwen3-Next) or
-    "sigmoid"; kernel: a name of libgdn.layer_kernels() ("ref": the contract in code). Every kernel returns the
+    tokens also written to `slot`. eps_l2, eps_rms: 0 = 1e-6; scale: 0 = 1/sqrt(Dk); out_gate "silu" (Qwen3-Next)
+    or "sigmoid"; kernel: a name of libgdn.layer_kernels() ("ref": the contract in code). Every kernel returns the
     same bits. The math: docs/CONTRACT.md, "The layer step". planes: None, or a float32 array of 49 T Hv Dv / 16
-    elements that receives y's planes for a packed-weight matvec (docs/API.md, "Planes"; Dv % 16 == 0).
+    elements that receives y's planes for a packed-weight matvec (docs/API.md, "Planes"; Dv % 16 == 0). Outputs
+    (the state pool, the history written, planes) must be writeable.
     """
     import numpy as np
     og, sl = enum("out_gate", OUT_GATES, out_gate), enum("state_layout", STATE_LAYOUTS, state_layout)
