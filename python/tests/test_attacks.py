@@ -86,6 +86,9 @@ LAYER_ATTACKS = [
     ("cu_seqlens short of T", "numpy torch op", dict(cu_seqlens=[0, 2]), ValueError,
      ["cu_seqlens:", "T = 3", "got 2"]),
     ("cu_seqlens past T", "numpy torch op", dict(cu_seqlens=[0, 5]), ValueError, ["cu_seqlens:", "T = 3", "got 5"]),
+    ("cu_seqlens not increasing", "numpy torch op", dict(cu_seqlens=[0, 4, 3]), ValueError,
+     ["libgdn:", "cu_seqlens[2] = 3 is not above cu_seqlens[1] = 4"]),  # C's check, before any read
+    ("cu_seqlens not from 0", "numpy torch op", dict(cu_seqlens=[1, 3]), ValueError, ["cu_seqlens[0] = 1"]),
     ("cu_seqlens 2-D", "numpy torch op", dict(cu_seqlens=np.array([[0], [3]])), ValueError,
      ["cu_seqlens:", "1-D", "[2, 1]"]),
     ("cu_seqlens nested list", "numpy torch", dict(cu_seqlens=[[0, 3]]), ValueError, ["cu_seqlens:", "1-D"]),
@@ -303,6 +306,8 @@ DELTA_ATTACKS = [
     ("cu_seqlens short of T", "numpy torch op", dict(cu_seqlens=[0, 2]), ValueError,
      ["cu_seqlens:", "T = 3", "got 2"]),
     ("cu_seqlens past T", "numpy torch op", dict(cu_seqlens=[0, 5]), ValueError, ["cu_seqlens:", "got 5"]),
+    ("cu_seqlens not increasing", "numpy torch op", dict(cu_seqlens=[0, 4, 3], state_slot=[1, 2]), ValueError,
+     ["cu_seqlens[2] = 3 is not above cu_seqlens[1] = 4"]),
     ("cu_seqlens 2-D", "numpy torch op", dict(cu_seqlens=np.array([[0, 3]])), ValueError, ["cu_seqlens:", "1-D"]),
     ("state_slot 2^32 + 3", "numpy torch op", dict(state_slot=[BIG]), ValueError, ["state_slot:", str(BIG)]),
     ("state_slot uint64 2^64 - 1", "numpy torch op", dict(state_slot=np.array([2 ** 64 - 1], dtype=np.uint64)),
@@ -371,3 +376,23 @@ def test_every_cuda_kernel_is_named_cuda():
     has them, keeps the rule."""
     assert all(name.startswith("cuda") == (b == "cuda") for name, b, _ in libgdn.kernels())
     assert [n for n in libgdn.layer_kernels() if n.startswith("cuda")] == ["cuda_fused", "cuda_staged"]
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and libgdn.cuda_devices() > 0),
+                    reason="needs a CUDA device and a CUDA build of libgdn")
+def test_cuda_host_arrays_and_kernels():
+    """On CUDA: the op refuses a host array on the device (it would be read as host memory); a CPU kernel named for
+    CUDA tensors is refused, pointing to the table."""
+    x, pools = layer_inputs()
+    t = {n: torch.from_numpy(v).cuda() for n, v in x.items()}
+    state, hist = (torch.from_numpy(pools[n]).cuda() for n in ("state", "hist_in"))
+    y = torch.full((T, HV, DV), float("nan"), device="cuda")
+    before = [data(a.cpu()) for a in (state, hist, y)]
+    with pytest.raises(ValueError, match="cu_seqlens: expected a host \\(CPU\\) tensor, got cuda:0"):
+        torch.ops.libgdn.layer(t["qkv"], t["z"], t["alpha"], t["beta"], t["conv_w"], None, t["dt_bias"], None,
+                               t["A_log"], t["gamma"], state, hist, None, None, y,
+                               torch.tensor([0, T], dtype=torch.int32, device="cuda"), None, None, None, None,
+                               0.0, 0.0, 0.0, 0, 1, None, 0)
+    with pytest.raises(ValueError, match="kernel: 'ref' is a CPU kernel, and the tensors are on cuda:0"):
+        libgdn.layer(*(t[n] for n in LAYER_POS), state, hist, A_log=t["A_log"], kernel="ref")
+    assert [data(a.cpu()) for a in (state, hist, y)] == before
