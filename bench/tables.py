@@ -12,7 +12,8 @@ The kinds of file (told apart by their content):
                floor: the f32 state read and written once at the measured copy bandwidth).
   gpu          `bench/gpu_compare.py --out` ("meta", "results", "checks"). Tables: machine, shapes (one row per shape:
                routed call per layout, the best libgdn call, FLA beside it), checks.
-  layer        `gdn layer --json` lines ("op": "layer"). Table: layer (a row per point and kernel, against its floor).
+  layer        `gdn layer --json` lines ("op": "layer"). Table: layer (a row per point and kernel, against its floor;
+               kernels=a,b and hv=N keep those rows).
   layer_ggml   `bench/ggml_layer.sh -- --json` lines. Tables: ggml (both sides per point, the runs of the file side
                by side), checks.
   layer_peers  `bench/layer_peers.py --out` ("meta", "points"). Tables: machine, peers (a row per point), agreement.
@@ -23,7 +24,7 @@ The kinds of file (told apart by their content):
   distributed  `bench/distributed_cpu.py` (a case per world size). Table: accuracy.
   log          a text log (NAME.txt) of `gdn bench` and `bench/ggml_delta.sh` runs, sections opened by "== " lines or
                by "# " comment lines after a blank line. Tables: bench (per section with `gdn bench` rows: its
-               machine line and rows; kernels=a,b keeps those kernels), ggml (per section with ggml_delta rows),
+               machine line and rows; kernels=a,b and mode=prefill|decode keep those rows), ggml (per section with ggml_delta rows),
                rounds (per section with `dev/cpu_rounds.py` summaries). run=N picks the N-th section (from 1) that
                has the part's rows.
 
@@ -33,7 +34,8 @@ The kinds of file (told apart by their content):
 
 and the next line `<!-- /tables -->` with the tables of bench/results/NAME.json (or NAME.txt), and leaves every
 other line alone. PART picks one table (default: all of the kind's). Options: layout=vk|kv (cpu: that layout's
-lines only; default: each layout present, in turn), run=N (decode_peers, log), kernels=a,b (log bench).
+lines only; default: each layout present, in turn), run=N (decode_peers, log), kernels=a,b (layer, log bench), hv=N
+(layer), mode=prefill|decode (log bench).
 """
 import json
 import os
@@ -250,20 +252,23 @@ def layer_point(r):
     return f"verify n={r['n']}, B={r['B']}" + (", k=0" if r["commit"] == 0 else "")
 
 
-def layer_table(lines):
+def layer_tables(lines, parts, opts):
+    keep, hv = opts.get("kernels"), opts.get("hv")
+    rows = [r for r in lines if r.get("op") == "layer" and (not keep or r["kernel"] in keep.split(","))
+            and (not hv or r["Hv"] == int(hv))]
+    if not rows:
+        sys.exit("no layer rows left by kernels= and hv=")
     out = ["| Hv | point | kernel | backend | us (median) | floor us | x floor | ==ref |",
            "|---:|---|---|---|---:|---:|---:|---|"]
-    for r in lines:
-        if r.get("op") != "layer":
-            continue
+    for r in rows:
         floor = f"{us(r['floor_us'])} ({'recurrence alone' if r['floor'] == 'delta' else 'copy'})"
         same = {1: "yes", 0: "**NO**"}.get(r["equal"], "-")
         out.append(f"| {r['Hv']} | {layer_point(r)} | {r['kernel']} | {r['backend']} | {us(r['us'])} | {floor} | "
                    f"{r['us'] / r['floor_us']:.2f} | {same} |")
-    return out
+    return [out]
 
 
-LAYER_PARTS = {"layer": layer_table}
+LAYER_PARTS = {"layer": None}
 
 
 # ---- layer_ggml: bench/ggml_layer.sh -- --json lines ----
@@ -615,13 +620,13 @@ def log_bench(lines, opts):
     rows = [m.groups() for m in map(BENCH_ROW.match, lines) if m]
     if not rows:
         return None
-    keep = opts.get("kernels")
-    if keep:
-        rows = [r for r in rows if r[3] in keep.split(",")]
+    keep, mode = opts.get("kernels"), opts.get("mode")
+    rows = [r for r in rows if (not keep or r[3] in keep.split(",")) and (not mode or r[0] == mode)]
     blocks = []
     cpu = next((m for m in map(BENCH_CPU.match, lines) if m), None)
     if cpu:
-        blocks.append([f"{cpu.group(1)}, {cpu.group(2)} threads: {cpu.group(3)}FMA peak {cpu.group(4)} GFLOP/s, "
+        threads = cpu.group(2) + (" thread" if cpu.group(2) == "1" else " threads")
+        blocks.append([f"{cpu.group(1)}, {threads}: {cpu.group(3)}FMA peak {cpu.group(4)} GFLOP/s, "
                        f"copy {cpu.group(5)} GB/s (read + written), measured in the run"])
     out = ["| mode | B | T | kernel | ms (median) | GFLOP/s | % FMA peak | % copy bw | x floor | ==ref |",
             "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
@@ -696,14 +701,14 @@ def simple(parts_of):
 KINDS = {
     "cpu": (CPU_PARTS, cpu_tables, {"layout"}),
     "gpu": (GPU_PARTS, simple(GPU_PARTS), set()),
-    "layer": (LAYER_PARTS, simple(LAYER_PARTS), set()),
+    "layer": (LAYER_PARTS, layer_tables, {"kernels", "hv"}),
     "layer_ggml": (LAYER_GGML_PARTS, simple(LAYER_GGML_PARTS), set()),
     "layer_peers": (LAYER_PEERS_PARTS, simple(LAYER_PEERS_PARTS), set()),
     "decode_peers": (DECODE_PEERS_PARTS, decode_peers_tables, {"run"}),
     "chunked": (CHUNKED_PARTS, simple(CHUNKED_PARTS), set()),
     "accuracy": (ACCURACY_PARTS, simple(ACCURACY_PARTS), set()),
     "distributed": (DISTRIBUTED_PARTS, simple(DISTRIBUTED_PARTS), set()),
-    "log": (LOG_PARTS, log_tables, {"run", "kernels"}),
+    "log": (LOG_PARTS, log_tables, {"run", "kernels", "mode"}),
 }
 
 
