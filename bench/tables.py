@@ -569,7 +569,8 @@ def distributed_table(doc):
             rel = e["cp/single"]
             versus = "bitwise" if rel == [0.0, 0.0] else f"{sci(rel[0])}, {sci(rel[1])}"
             if op == "layer":
-                versus += " (history bitwise)" if c["layer_history_equal"] else " (history **differs**)"
+                hist = "too" if versus == "bitwise" else "bitwise"
+                versus += f" (history {hist})" if c["layer_history_equal"] else " (history **differs**)"
             row = (sci(e["cp"][0]), sci(e["cp"][1]), versus)
             if groups and groups[-1][1] == row:
                 groups[-1][0].append(c["world"])
