@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Shared-memory wavefronts of the chunked prep kernel's L / decay buffer (`lp` in src/delta/cuda/chunked.cu), as the
-kernel lays it out and with a swizzle, by a model of the banks (32 banks of 4 bytes; a warp access takes as many
+"""Shared-memory wavefronts of the chunked prep kernel's L / decay buffer (`lp` in src/delta/cuda/chunked.cu),
+unswizzled (`at_kernel`) and with the kernel's swizzle (`at_swizzled`), by a model of the banks (32 banks of 4 bytes; a warp access takes as many
 wavefronts as the most distinct words one bank serves).
 
-lp holds a [C, C] float matrix by row parity: at(i, j) = (i & 1) P + 32 j + (i >> 1), P = C^2 / 2 + 4. The accesses
+lp holds a [C, C] float matrix by row parity: unswizzled, at(i, j) = (i & 1) P + 32 j + (i >> 1), P = C^2 / 2 + 4. The accesses
 modelled, per block (4 warps; warp w's strip of rows 16 w .., its tiles nt < 2 w + 2 of 16 x 8, lane 4 g + t holding
 rows 16 w + g (+ 8), columns 8 nt + 2 t (+ 1)):
   - the decays d_ij stored (j < i), the L pass's loads of them and its stores of L's diagonal blocks (one access per
     element of a C fragment's four);
   - the substitution's float4 reads of the diagonal blocks (rows 16 w + 2 k + p of column 16 w + m, k = k4 .. k4 + 3),
     which every layout must keep contiguous and 16-byte aligned.
-With the kernel's layout a row's four t lanes share a bank (the column stride is 32 words): 4-way conflicts. The
-swizzle at(i, j) = (i & 1) P + 32 j + ((i >> 1) ^ 4 (j & 7)) moves bits 2 .. 4 of the row index by the column and
-keeps the float4 runs whole. The H200 measured (ncu, 259b6ca) 784 bank conflicts a block at B = 1, T = 2048 (0.80M of
-the prep's 3.18M shared-memory wavefronts; 13.7M of 51.7M on varlen 16 x 2048, where its L1 data pipe is 72.7% busy).
+Unswizzled, a row's four t lanes share a bank (the column stride is 32 words): 4-way conflicts. The kernel's swizzle
+at(i, j) = (i & 1) P + 32 j + ((i >> 1) ^ 4 (j & 7)) moves bits 2 .. 4 of the row index by the column and keeps the
+float4 runs whole. With the unswizzled layout the H200 measured (ncu) 784 bank conflicts a block at B = 1, T = 2048
+(0.80M of the prep's 3.18M shared-memory wavefronts; 13.7M of 51.7M on varlen 16 x 2048, where its L1 data pipe is
+72.7% busy).
 
     python3 dev/chunk_prep_banks.py
 """

@@ -63,8 +63,8 @@ exact A64. Doubling (d) and blocked with the identity in the accumulator (f) are
 --chunks 1000 --seed 2). Plain blocked tc (c) puts the first-order terms L_ij through the split: 8.5-9.0e-6 lower in
 binary32 (30-50x), 1.0-1.2e-5 stored (1.7x the kernel's; 1.4e-5, 2.0x, at 1000 chunks seed 2), U unchanged. Blocked
 binary32 (e) equals the kernel: the blocking costs nothing, the split of first-order terms is what costs. Huge
-decays: the same picture, smaller (L is near 0 off its first subdiagonals). The prep kernel has run (f) since ec3efc5
-(the H200's state errors over bench/chunk_accuracy.py's cases as before it, within 3%); (b) is what it ran before.
+decays: the same picture, smaller (L is near 0 off its first subdiagonals). The prep kernel runs (f), in place of (b)
+(the H200's state errors over bench/chunk_accuracy.py's cases within 3% of (b)'s).
 """
 import argparse
 

@@ -17,7 +17,7 @@
  * cycles per row (a cycle = 1/32 of the peak's flops: 2 FMA pipes x 8 lanes x 2). -DPROBE_NOSTORE (diagnostic,
  * wrong results) drops the state stores.
  *
- * Found (Zen 3 EPYC guest, 2 vCPUs, one thread, taskset -c 0, GCC 12, no perf counters; 2026-12-02):
+ * Found (Zen 3 EPYC guest, 2 vCPUs, one thread, taskset -c 0, GCC 12, no perf counters):
  *   - The step alone reaches the static bound: best 4.49-4.68 cycles per row = 75-78% of the FMA peak (best peak
  *     103.7 GFLOP/s), against llvm-mca's 4.93 (71%), with hot rows and equally with the bench's layout (64 tokens of
  *     rows from L2 at the 8 KB stride, every row of a head 4K-aliased with the others and with the state): 4.55-4.60.

@@ -1,4 +1,4 @@
-/* Where the prefill's ~375 cycles per token go: cuda_packed v0's token loop (L = 4 lanes per column, 8 columns per
+/* Where the prefill's ~375 cycles per token go: cuda_packed:l4p1w4's token loop (L = 4 lanes per column, 8 columns per
  * warp, 32 keys per lane, Dk = 128) rebuilt alone, with each of its parts switchable, timed with clock64 on the
  * H200 at the prefill's occupancy (128 blocks of 4 warps: one warp per scheduler) or at twice it. Not the contract's
  * kernel: no gate math, no chunk staging, the rows of 64 tokens reused; only the token's instruction stream.
