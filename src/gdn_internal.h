@@ -106,6 +106,15 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
 
 int gdn__cpu_has_avx2_fma(void); /* src/cpu/features.c */
 
+/* Every allocation of the library (src/core/alloc.c): malloc, calloc and aligned_alloc (`bytes` rounded up to a
+ * multiple of `align`) that return NULL when the allocator does, or when a GDN_TESTING build's test asks for this
+ * one to fail; gdn__alloc_refused() is that test's verdict for an allocation made otherwise (a pool thread's start).
+ * Free with free(). */
+void *gdn__malloc(size_t bytes);
+void *gdn__calloc(size_t n, size_t size);
+void *gdn__aligned_alloc(size_t align, size_t bytes);
+int gdn__alloc_refused(void);
+
 /* A CPU workspace of at least `bytes` bytes, 64-byte aligned, kept from an earlier call where one fits
  * (src/cpu/workspace.c); *got is its size, to hand back with gdn__ws_give (which keeps or frees it). NULL: no
  * memory. Its contents are whatever the last user left. */

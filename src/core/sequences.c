@@ -33,7 +33,7 @@ static int by_slot(const void *x, const void *y) {
 
 gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const int32_t *writes, int64_t B,
                                    const char *why) {
-    slot_use *use = malloc((size_t)B * sizeof *use);
+    slot_use *use = gdn__malloc((size_t)B * sizeof *use);
     if (!use) return gdn__fail(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->%s", field);
     int64_t m = 0;
     for (int64_t b = 0; b < B; ++b)

@@ -297,7 +297,7 @@ static gdn_status run_batched(const gdn__problem *p, int launch) {
  * contract's). */
 static gdn_status run_grouped(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
-    uint8_t *take = calloc((size_t)a->B, 1);
+    uint8_t *take = gdn__calloc((size_t)a->B, 1);
     if (!take) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)a->B);
     int64_t n = 0;
     gdn_status s = GDN_OK;

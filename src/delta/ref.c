@@ -89,8 +89,8 @@ gdn_status gdn__delta_ref(const gdn__problem *p, const gdn__variant *v) {
     if (!gdn__size_mul(Dk, Dv + 3, &per) || !gdn__size_add(per, Dv, &per) ||
         !gdn__size_mul(per, (int64_t)workers * (int64_t)sizeof(float), &bytes) || !gdn__size_fits(bytes))
         return GDN_ERR_OUT_OF_MEMORY;
-    ref_scratch *scratch = calloc((size_t)workers, sizeof *scratch);
-    float *arena = scratch ? malloc((size_t)bytes) : NULL;
+    ref_scratch *scratch = gdn__calloc((size_t)workers, sizeof *scratch);
+    float *arena = scratch ? gdn__malloc((size_t)bytes) : NULL;
     if (!arena) {
         free(scratch);
         return GDN_ERR_OUT_OF_MEMORY;
@@ -137,7 +137,7 @@ gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out
     if (!gdn__size_mul(Dk, Dv + 3, &bytes) || !gdn__size_mul(bytes, (int64_t)sizeof(double), &bytes) ||
         !gdn__size_fits(bytes))
         return GDN_ERR_OUT_OF_MEMORY;
-    double *S = malloc((size_t)bytes);
+    double *S = gdn__malloc((size_t)bytes);
     if (!S) return GDN_ERR_OUT_OF_MEMORY;
     double *q = S + Dk * Dv, *k = q + Dk, *g_vec = k + Dk;
     for (int64_t b = 0; b < a->B; ++b)

@@ -62,7 +62,7 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
         return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits") : GDN_OK;
     /* the sequences' slots and the checkpoints' together: a written slot named once */
     const int64_t n_use = a->B + a->n_checkpoints;
-    int32_t *slots = malloc((size_t)n_use * 2 * sizeof *slots);
+    int32_t *slots = gdn__malloc((size_t)n_use * 2 * sizeof *slots);
     if (!slots) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->checkpoints");
     int32_t *writes = slots + n_use;
     for (int64_t b = 0; b < a->B; ++b) {

@@ -211,8 +211,8 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
     st.per_worker = prologue > history ? prologue : history;
     size_t kept = 0; /* the stages' buffers: kept between calls (src/cpu/workspace.c) */
     float *buf = gdn__ws_take((size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), &kept);
-    st.seq_of = malloc((size_t)T * sizeof(int32_t));
-    st.scratch = malloc((size_t)(p->threads * st.per_worker) * sizeof(float));
+    st.seq_of = gdn__malloc((size_t)T * sizeof(int32_t));
+    st.scratch = gdn__malloc((size_t)(p->threads * st.per_worker) * sizeof(float));
     if (!buf || !st.seq_of || !st.scratch) {
         gdn__ws_give(buf, kept);
         free(st.seq_of);
