@@ -18,6 +18,8 @@ typedef struct gdn__problem {
     int64_t dv_lane;      /* ceil(Dv / 32) */
     size_t dtype_size;    /* bytes per element of q, k, v, y */
     int threads;          /* CPU worker ids the call may use (>= 1): the pool's, or the runner's */
+    void *ws;             /* the run's host workspace, 64-byte aligned, ws_bytes long (at least what the kernel's */
+    int64_t ws_bytes;     /* `workspace` asked for): kernels allocate nothing */
 } gdn__problem;
 
 /* A named variant of a kernel: the options a test or benchmark forces ("cuda_decode:stream_sync"). Each kernel
@@ -41,26 +43,48 @@ typedef struct gdn__kernel {
     gdn_contract contract;                        /* the router takes only GDN_CONTRACT_EXACT kernels */
     int (*eligible)(const gdn__problem *p);       /* it can run these arguments on this hardware */
     int (*routed)(const gdn__problem *p);         /* the router takes it (implies eligible) */
+    int64_t (*workspace)(const gdn__problem *p);  /* bytes of host workspace run takes in p->ws; -1: too many */
     gdn_status (*run)(const gdn__problem *p, const gdn__variant *v);
     const gdn__variant *variants;                 /* {NULL}-terminated */
 } gdn__kernel;
 
-/* Every kernel's entry points, from the list. */
+/* Every kernel's entry points, from the list; a CPU kernel's workspace size too (a CUDA kernel takes no host
+ * workspace: gdn__no_workspace). */
 #include "delta/kernels.h"
+#define GDN__DECLARE_WS_CPU(name) int64_t gdn__delta_##name##_workspace(const gdn__problem *p);
+#define GDN__DECLARE_WS_CUDA(name)
 #define GDN__DECLARE(name, backend, packed, contract)                                \
     int gdn__delta_##name##_eligible(const gdn__problem *p);                 \
     int gdn__delta_##name##_routed(const gdn__problem *p);                   \
     gdn_status gdn__delta_##name(const gdn__problem *p, const gdn__variant *v); \
-    extern const gdn__variant gdn__delta_##name##_variants[];
+    extern const gdn__variant gdn__delta_##name##_variants[];                \
+    GDN__DECLARE_WS_##backend(name)
 GDN_DELTA_KERNELS(GDN__DECLARE)
 #undef GDN__DECLARE
+int64_t gdn__no_workspace(const gdn__problem *p);
 
 /* The routing table in the list's order (src/core/route.c). */
 extern const gdn__kernel gdn__kernels[];
 extern const int gdn__kernel_total;
 
-/* Validation (src/delta/args.c) and routing (src/core/route.c). */
+/* Validation (src/delta/args.c) and routing (src/core/route.c). gdn__validate checks everything but that no two
+ * sequences of a batch-form call write one slot (gdn__delta_prepare's caller has that checked in the workspace). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
+
+/* gdn_delta in two steps, for a caller that makes several calls and must have every allocation behind it before the
+ * first writes (the layer step): gdn__delta_prepare validates args and picks the kernels as gdn_delta does, and says
+ * how much host workspace the call takes; gdn__delta_execute checks the slots written once in it (GDN_ERR_OVERLAP,
+ * nothing written), then runs the call there, allocating nothing on the host. gdn_delta is the two with a workspace of
+ * ws_bytes between them. */
+typedef struct gdn__delta_call {
+    gdn__problem p;
+    const gdn__kernel *kn;       /* the dense form's kernel; the batch form's for the longest window */
+    const gdn__variant *variant; /* the named variant, or NULL */
+    int chunked;                 /* the batch form as one cuda_chunked batch */
+    int64_t ws_bytes;            /* the host workspace execute takes (0: none) */
+} gdn__delta_call;
+gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c);
+gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws); /* ws: 64-byte aligned, c->ws_bytes long */
 /* Shared by the ops' validations (src/core/checks.c): the layout and backend enums and the reserved words; threads
  * >= 0 and Hv % Hk; a CPU runner (NULL is valid). */
 gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backend backend, const uint64_t *reserved,
@@ -88,11 +112,13 @@ const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above
  * cu_seqlens[b]. A slot below `slots` (GDN_ERR_BAD_SIZE otherwise; negative ones pass: skipped). No two of the B
  * sequences naming one slot (negative: none) while one of them writes it: writes[b] > 0 (writes NULL: every one
- * writes); GDN_ERR_OVERLAP with `why` ("one of them commits"), or GDN_ERR_OUT_OF_MEMORY. */
+ * writes); GDN_ERR_OVERLAP with `why` ("one of them commits"), or GDN_ERR_OUT_OF_MEMORY; in `scratch` of
+ * gdn__slot_writers_bytes(B) bytes (-1: too many), or NULL: its own allocation. */
 gdn_status gdn__check_window(const int32_t *cu_seqlens, int64_t b);
 gdn_status gdn__check_slot(const char *field, int64_t b, int64_t slot, int64_t slots);
 gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const int32_t *writes, int64_t B,
-                                   const char *why);
+                                   const char *why, void *scratch);
+int64_t gdn__slot_writers_bytes(int64_t B);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once (src/core/env.c): 0 disables every packed kernel */
 int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */
 /* An empty detail for a call that succeeds; returns GDN_OK. */

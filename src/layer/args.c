@@ -59,7 +59,7 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
                         (int)c->seq);
     }
     if (a->n_checkpoints == 0) /* without a slot array sequence b uses slot b: distinct */
-        return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits") : GDN_OK;
+        return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits", NULL) : GDN_OK;
     /* the sequences' slots and the checkpoints' together: a written slot named once */
     const int64_t n_use = a->B + a->n_checkpoints;
     int32_t *slots = gdn__malloc((size_t)n_use * 2 * sizeof *slots);
@@ -71,7 +71,7 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
     }
     for (int64_t i = 0; i < a->n_checkpoints; ++i) slots[a->B + i] = a->checkpoints[i].slot, writes[a->B + i] = 1;
     const gdn_status s = gdn__check_slot_writers("slot and args->checkpoints", slots, writes, n_use,
-                                                 "one of them is written (a commit or a checkpoint)");
+                                                 "one of them is written (a commit or a checkpoint)", NULL);
     free(slots);
     return s;
 }
