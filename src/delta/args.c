@@ -171,7 +171,8 @@ static gdn_delta_args dense_from(const gdn__problem *p, int64_t t0, int64_t B, i
 static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__problem *seq, int *skipped) {
     const gdn_delta_args *a = &p->a;
     const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
-    const int64_t slot = a->state_slot ? a->state_slot[b] : b, state = slot * a->Hv * a->Dk * a->Dv;
+    const int64_t slot = a->state_slot ? a->state_slot[b] : b;
+    const int64_t state = slot >= 0 ? slot * a->Hv * a->Dk * a->Dv : 0; /* (a skipped slot's offset is no size) */
     gdn_delta_args d = dense_from(p, t0, 1, a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T);
     d.state_in = a->state_in && slot >= 0 ? a->state_in + state : NULL;
     d.state_out = a->state_out && slot >= 0 ? a->state_out + state : NULL;

@@ -102,9 +102,12 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     const gdn_status runner = gdn__validate_runner(a->cpu_runner);
     if (runner != GDN_OK) return runner;
 
-    /* sizes: C and every tensor within GDN_SIZE_LIMIT, before the per-sequence arrays are read */
+    /* sizes: C and every tensor within GDN_SIZE_LIMIT, before the per-sequence arrays are read; every product and
+     * sum checked (src/core/checked.h), so that no size wraps or overflows on the way */
     int ok = 1;
-    const int64_t C = GDN_SIZE_PROD(&ok, 2, a->Hk, a->Dk) + GDN_SIZE_PROD(&ok, a->Hv, a->Dv);
+    const int64_t qk_channels = GDN_SIZE_PROD(&ok, 2, a->Hk, a->Dk), v_channels = GDN_SIZE_PROD(&ok, a->Hv, a->Dv);
+    int64_t C = 0;
+    if (ok) ok = gdn__size_add(qk_channels, v_channels, &C);
     const int64_t state_bytes = GDN_SIZE_PROD(&ok, a->slots, a->Hv, a->Dk, a->Dv, 4);
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
     const int64_t hist_bytes = GDN_SIZE_PROD(&ok, a->slots, C, 3, ds);
@@ -117,9 +120,10 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     const gdn__extent qkv = {a->qkv, GDN_SIZE_PROD(&ok, T, C, ds)};
     const gdn__extent z = {a->z, GDN_SIZE_PROD(&ok, T, a->Hv, a->Dv, ds)}, y = {a->y, z.bytes};
     const gdn__extent alpha = {a->alpha, GDN_SIZE_PROD(&ok, T, a->Hv, ds)}, beta = {a->beta, alpha.bytes};
-    const gdn__extent conv_w = {a->conv_w, GDN_SIZE_PROD(&ok, C, 4, 4)}, conv_bias = {a->conv_bias, C * 4};
-    const gdn__extent dt_bias = {a->dt_bias, a->Hv * 4}, A = {a->A, a->Hv * 4}, A_log = {a->A_log, a->Hv * 4};
-    const gdn__extent gamma = {a->gamma, a->Dv * 4};
+    const gdn__extent conv_w = {a->conv_w, GDN_SIZE_PROD(&ok, C, 4, 4)}, conv_bias = {a->conv_bias, GDN_SIZE_PROD(&ok, C, 4)};
+    const int64_t head_bytes = GDN_SIZE_PROD(&ok, a->Hv, 4);
+    const gdn__extent dt_bias = {a->dt_bias, head_bytes}, A = {a->A, head_bytes}, A_log = {a->A_log, head_bytes};
+    const gdn__extent gamma = {a->gamma, GDN_SIZE_PROD(&ok, a->Dv, 4)};
     const gdn__extent state = {a->state, state_bytes}, hist_in = {a->hist_in, hist_bytes};
     const gdn__extent hist_out = {a->hist_out, hist_bytes};
     if (a->planes && a->Dv % 16 != 0)

@@ -2,6 +2,7 @@
  * for every CPU kernel and the router, over mixed window lengths, dtypes, layouts, masks and state modes, with
  * permuted and skipped slots in pools larger than the batch; dense tensors through slots the same as without; bad
  * batch arrays rejected with the field named and nothing written. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +210,23 @@ TEST(batch_form_dense_slots_equal_no_slots) {
     }
     free(y0), free(y), free(s0), free(initial), free(pool);
     case_free(&c);
+}
+
+/* A skipped sequence's slot far below 0 with a large state: its offset (slot Hv Dk Dv) is never computed as a size
+ * (it overflowed int64: make sanitize traps that). The tensors are addresses never touched; gdn_route only. */
+TEST(batch_form_skipped_slot_far_below_zero) {
+    const int32_t cu[2] = {0, 1}, slot[1] = {INT32_MIN};
+    char *base = (char *)((uintptr_t)1 << 44);
+    gdn_delta_args a;
+    memset(&a, 0, sizeof a);
+    a.B = 1, a.Hk = 1, a.Hv = 2, a.Dk = (int64_t)1 << 17, a.Dv = (int64_t)1 << 16, a.dtype = GDN_BF16;
+    a.cu_seqlens = cu, a.state_slot = slot, a.slots = 1;
+    a.q = base, a.k = base + ((int64_t)1 << 40), a.v = base + ((int64_t)2 << 40), a.y = base + ((int64_t)3 << 40);
+    a.gate = (const float *)(base + ((int64_t)4 << 40)), a.beta = (const float *)(base + ((int64_t)5 << 40));
+    a.state_in = (const float *)(base + ((int64_t)6 << 40)), a.state_out = (float *)(base + ((int64_t)8 << 40));
+    a.scale = 1.0f;
+    const char *name = NULL;
+    CHECK(gdn_route(&a, &name) == GDN_OK && name, "%s", gdn_last_error());
 }
 
 TEST(batch_form_bad_arrays_write_nothing) {

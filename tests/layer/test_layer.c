@@ -1,6 +1,7 @@
 /* The layer step on the CPU: ref against the float64 oracle; every CPU layer kernel against ref bit for bit; the
  * fused op against its stages computed here and gdn_delta; commit after k against a k-token window; verify; split
  * windows; slot placement, batch composition and thread counts; fresh sequences; A against A_log; bad inputs. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,6 +505,36 @@ TEST(layer_planes_feed_a_packed_matvec) {
           memcmp(r.state, c.state, c.n_state * 4) == 0, "Dv = 24 with planes: status %d (%s)", (int)st, gdn_last_error());
     lrun_free(&r);
     lcase_free(&c);
+}
+
+/* Sizes whose products or sums leave int64 (C = 2 Hk Dk + Hv Dv at Dk = 2^61, Hv Dv = 2^62, ...): GDN_ERR_BAD_SIZE
+ * from gdn_layer_route and gdn_layer, with no signed overflow on the way (make sanitize traps one). The tensors are
+ * addresses never touched. */
+TEST(layer_validation_sizes_do_not_overflow) {
+    static const int64_t P61 = (int64_t)1 << 61, P62 = (int64_t)1 << 62, P31 = (int64_t)1 << 31;
+    static const struct { int64_t Hk, Hv, Dk, Dv, slots; } bad[] = {
+        {1, 1, P61, P62, 1},           {1, P31, P61, P31, 1},     {1, 1, P62, P62, 1},   {1, 1, INT64_MAX, 1, 1},
+        {1, 1, 1, INT64_MAX, 1},       {P61, P62, 2, 1, 1},       {1, 1, P61, 1, 1},     {1, 1, 1, 1, INT64_MAX},
+        {1, 1, P61 - 1, P61 + 1, 1},   {INT64_MAX, INT64_MAX, 1, 1, 1}, {1, 2, P62, P61, 3}};
+    const int32_t cu[2] = {0, 1};
+    char *base = (char *)((uintptr_t)1 << 44); /* 64-byte aligned, far apart, never dereferenced */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        gdn_layer_args a;
+        memset(&a, 0, sizeof a);
+        a.B = 1, a.Hk = bad[i].Hk, a.Hv = bad[i].Hv, a.Dk = bad[i].Dk, a.Dv = bad[i].Dv, a.slots = bad[i].slots;
+        a.cu_seqlens = cu;
+        a.dtype = GDN_BF16;
+        void *const t[12] = {base, base + ((int64_t)1 << 40), base + ((int64_t)2 << 40), base + ((int64_t)3 << 40),
+                             base + ((int64_t)4 << 40), base + ((int64_t)5 << 40), base + ((int64_t)6 << 40),
+                             base + ((int64_t)7 << 40), base + ((int64_t)8 << 40), base + ((int64_t)9 << 40),
+                             base + ((int64_t)10 << 40), base + ((int64_t)11 << 40)};
+        a.qkv = t[0], a.z = t[1], a.alpha = t[2], a.beta = t[3], a.y = t[4], a.conv_w = t[5], a.dt_bias = t[6];
+        a.A = t[7], a.gamma = t[8], a.state = t[9], a.hist_in = t[10], a.hist_out = t[10], a.conv_bias = t[11];
+        const char *name = NULL;
+        const gdn_status routed = gdn_layer_route(&a, &name), run = gdn_layer(&a);
+        CHECK(routed == GDN_ERR_BAD_SIZE && run == GDN_ERR_BAD_SIZE, "shape %zu: route %d, layer %d (%s)", i,
+              (int)routed, (int)run, gdn_last_error());
+    }
 }
 
 /* Bad inputs: a status naming the field, and y and the pools untouched. */

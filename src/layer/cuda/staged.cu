@@ -7,6 +7,7 @@
  *   planes     when asked for, a thread per column of y (as stored), its half warp's butterfly the per-16 sum.
  *   histories  a thread per (channel, checkpoint), then per (channel, sequence) of the committing sequences,
  *              after everything that reads hist_in, so hist_out may be hist_in. */
+#include "core/checked.h"
 #include "layer/cuda/layer.cuh"
 
 #define LAYER_WARPS 4       /* warps per block of the prologue and the epilogue */
@@ -151,8 +152,14 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
     const gdn_layer_args *a = &p->a;
     cudaStream_t stream = (cudaStream_t)a->stream;
     const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
+    /* 2 (qk + vv + gb) floats, and 4 (qk + vv + gb) bytes for the hand-off: sizes that cannot be counted cannot be had */
+    int64_t floats = 0, buf_bytes = 0, hand_bytes = 0;
+    if (!gdn__size_add(qk, vv, &floats) || !gdn__size_add(floats, gb, &floats) ||
+        !gdn__size_mul(floats, 2 * (int64_t)sizeof(float), &buf_bytes) || !gdn__size_mul(floats, 4, &hand_bytes) ||
+        !gdn__size_fits(buf_bytes))
+        return GDN_ERR_OUT_OF_MEMORY;
     float *buf = NULL;
-    if (cudaMallocAsync((void **)&buf, (size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), stream) != cudaSuccess) {
+    if (cudaMallocAsync((void **)&buf, (size_t)buf_bytes, stream) != cudaSuccess) {
         (void)cudaGetLastError();
         return GDN_ERR_OUT_OF_MEMORY;
     }
@@ -161,7 +168,7 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
     /* "fastest" with a window the chunked prefill would take: the hand-off's buffers (cuda_chunked's shapes) */
     uint16_t *hand = NULL;
     if (p->chunked && p->max_len >= GDN_CHUNKED_MIN_T && a->Dk == 128 && a->Dv % 32 == 0) {
-        if (cudaMallocAsync((void **)&hand, (size_t)(2 * qk + 2 * vv) * 2 + (size_t)gb * 4, stream) != cudaSuccess) {
+        if (cudaMallocAsync((void **)&hand, (size_t)hand_bytes, stream) != cudaSuccess) { /* bf16 q, k, v, o; f32 lg */
             (void)cudaGetLastError();
             (void)cudaFreeAsync(buf, stream);
             return GDN_ERR_OUT_OF_MEMORY;
