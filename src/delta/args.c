@@ -192,19 +192,20 @@ static int64_t ws_max(int64_t x, int64_t y) { return x < 0 || y < 0 ? -1 : x > y
 
 /* Validates args into *p and picks the kernel the call runs (pick_kernel); for a per-sequence call, every sequence's
  * (each must take it), *out being the longest window's (the first of the longest), and *chunked 1 when every
- * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). *ws: the
- * largest host workspace of the kernels that run (-1: too large to count). */
+ * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). *ws (ws
+ * NULL: not asked for, as gdn_route does not): the largest host workspace of the kernels that run (-1: too large to
+ * count). */
 static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant,
                        int *chunked, int64_t *ws) {
     *variant = NULL;
     *chunked = 0;
-    *ws = 0;
+    if (ws) *ws = 0;
     gdn_status s = gdn__validate(args, p);
     if (s != GDN_OK) return s;
     if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
         return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
     if (!per_sequence(&p->a)) {
-        if ((s = pick_kernel(p, "", out, variant)) == GDN_OK) *ws = (*out)->workspace(p);
+        if ((s = pick_kernel(p, "", out, variant)) == GDN_OK && ws) *ws = (*out)->workspace(p);
         return s;
     }
     int64_t longest = 0;
@@ -219,7 +220,7 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
         if ((s = pick_sequence(p, b, where, &seq, &skipped, &kn, &v)) != GDN_OK) return s;
         if (seq.a.T > longest) longest = seq.a.T, *out = kn, *variant = v;
         *chunked &= kn->contract == GDN_CONTRACT_CHUNKED;
-        if (!skipped) *ws = ws_max(*ws, kn->workspace(&seq));
+        if (!skipped && ws) *ws = ws_max(*ws, kn->workspace(&seq));
     }
     return GDN_OK;
 }
@@ -402,8 +403,7 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
     int chunked = 0;
-    int64_t ws = 0;
-    gdn_status s = pick(args, &p, &kn, &variant, &chunked, &ws);
+    gdn_status s = pick(args, &p, &kn, &variant, &chunked, NULL);
     if (s == GDN_OK) s = check_writers(&p.a, NULL);
     if (s == GDN_OK) *kernel_name = per_sequence(&p.a) && run_batched(&p, 0) == GDN_OK ? "cuda_decode" : kn->name;
     return s == GDN_OK ? gdn__ok() : s;
