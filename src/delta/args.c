@@ -59,6 +59,9 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         return FAIL(GDN_ERR_BAD_SIZE, "args->slots = %lld: must be %s", (long long)a->slots,
                     a->state_slot ? "at least 1 with args->state_slot" : "0 without args->state_slot");
     if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
+    if (a->cu_seqlens && a->cu_seqlens[a->B] == 0) /* before the tensors: an empty batch's may be NULL */
+        return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = 0: the batch is empty (every window holds at least one "
+                    "token)", (long long)a->B);
     const struct { const char *name; const void *ptr; } required[] = {
         {"q", a->q}, {"k", a->k}, {"v", a->v}, {"y", a->y}, {"gate", a->gate}, {"beta", a->beta}};
     for (int i = 0; i < 6; ++i)

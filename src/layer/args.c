@@ -90,6 +90,9 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
         if (sizes[i].value < 1)
             return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
     if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
+    if (a->cu_seqlens && a->B <= INT32_MAX && a->cu_seqlens[a->B] == 0) /* before the tensors: theirs may be NULL */
+        return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = 0: the batch is empty (every window holds at least one "
+                    "token)", (long long)a->B);
     const struct { const char *name; const void *ptr; } required[] = {
         {"cu_seqlens", a->cu_seqlens}, {"qkv", a->qkv},         {"z", a->z},           {"alpha", a->alpha},
         {"beta", a->beta},             {"y", a->y},             {"conv_w", a->conv_w}, {"dt_bias", a->dt_bias},

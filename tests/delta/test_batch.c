@@ -243,7 +243,8 @@ TEST(batch_form_bad_arrays_write_nothing) {
         {"args->cu_seqlens[0]", GDN_ERR_BAD_SIZE}, {"args->cu_seqlens[3]", GDN_ERR_BAD_SIZE},
         {"args->T", GDN_ERR_BAD_SIZE},             {"args->state_slot[2]", GDN_ERR_BAD_SIZE},
         {"slot 2", GDN_ERR_OVERLAP},               {"args->slots", GDN_ERR_BAD_SIZE},
-        {"args->slots", GDN_ERR_BAD_SIZE},         {"args->T", GDN_ERR_BAD_SIZE}};
+        {"args->slots", GDN_ERR_BAD_SIZE},         {"args->T", GDN_ERR_BAD_SIZE},
+        {"the batch is empty", GDN_ERR_BAD_SIZE}};
     for (int i = 0; y && pool && i < (int)(sizeof cases / sizeof cases[0]); ++i) {
         batch bt = good;
         gdn_delta_args a = case_args(&c);
@@ -256,7 +257,10 @@ TEST(batch_form_bad_arrays_write_nothing) {
         case 4: bt.slot[3] = bt.slot[0]; break;        /* slot 2 written twice */
         case 5: a.slots = 0; break;                    /* slots < 1 with state_slot */
         case 6: a.state_slot = NULL; break;            /* slots without state_slot */
-        default: a.cu_seqlens = NULL, a.B = 4; break;  /* the dense form's T = 0 */
+        case 7: a.cu_seqlens = NULL, a.B = 4; break;   /* the dense form's T = 0 */
+        default: /* no tokens, the tensors NULL (as a binding passes empty ones): the batch is named, not q */
+            memset(bt.cu, 0, sizeof bt.cu), a.q = a.k = a.v = NULL, a.y = NULL;
+            break;
         }
         poison(y, ny);
         memset(pool, 0x5a, n_pool * 4);

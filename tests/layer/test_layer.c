@@ -546,7 +546,7 @@ TEST(layer_bad_inputs_write_nothing) {
     if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
     float *planes = malloc((c.n_y / 16 * 49 + 1) * sizeof(float));
     if (!planes) { CHECK(0, "allocation"); return; }
-    for (int which = 0; which < 18; ++which) {
+    for (int which = 0; which < 21; ++which) {
         lcase bad = c;
         gdn_layer_args a = lcase_args(&bad, &r);
         int32_t slot[3] = {1, 2, 3}, commit[3] = {2, 3, 1}, cu[4] = {0, 2, 5, 6};
@@ -572,6 +572,12 @@ TEST(layer_bad_inputs_write_nothing) {
         case 14: ck[1].slot = 4; want = GDN_ERR_OVERLAP; field = "args->checkpoints"; break;
         case 15: a.planes = (float *)r.y + 1; want = GDN_ERR_OVERLAP; field = "args->planes"; break;
         case 16: a.planes = (float *)((char *)planes + 2); want = GDN_ERR_ALIGNMENT; field = "args->planes"; break;
+        case 17: a.threads = -1; field = "args->threads = -1"; break;
+        case 18: a.threads = INT_MIN; field = "args->threads"; break;
+        case 19: /* an empty batch, as a binding passes it (an empty tensor's NULL data): the batch is named, not qkv */
+            cu[1] = cu[2] = cu[3] = 0, a.qkv = NULL, a.z = NULL, a.y = NULL;
+            field = "the batch is empty";
+            break;
         default: a.kernel = "nope"; want = GDN_ERR_UNKNOWN_KERNEL; field = "args->kernel"; break;
         }
         const gdn_status s = gdn_layer(&a);
