@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gdn_testing.h"
 #include "harness.h"
@@ -414,6 +415,47 @@ TEST(layer_checkpoints_are_prefix_steps) {
             lrun_free(&plain), lrun_free(&ck);
             lcase_free(&c);
         }
+}
+
+/* Checkpoints cost n log n in their number: one sequence of 2^17 + 1 tokens with a checkpoint after every one of its
+ * first 2^17 (validation and the call; quadratic, as the segment walk once was, it took minutes: 20,000 took 2.5 s).
+ * The bound is on CPU time and 20 times what the sanitizer build takes; three of the checkpoints equal prefix steps. */
+TEST(layer_checkpoints_scale) {
+    enum { N = 1 << 17 };
+    const int32_t len = N + 1;
+    lcase_cfg g = cfg_of(1, 1, 2, 2, GDN_F32, 1, &len, 97);
+    g.slots = N + 2;
+    lcase c;
+    lrun r;
+    gdn_layer_checkpoint *ck = malloc((size_t)N * sizeof *ck);
+    if (!ck || !lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+    for (int32_t i = 0; i < N; ++i) ck[i] = (gdn_layer_checkpoint){0, N - i, 2 + i}; /* positions descending */
+    gdn_layer_args a = lcase_args(&c, &r);
+    a.checkpoints = ck, a.n_checkpoints = N;
+    const char *name = NULL;
+    const clock_t t0 = clock();
+    const gdn_status routed = gdn_layer_route(&a, &name), run = gdn_layer(&a);
+    const double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(routed == GDN_OK && run == GDN_OK, "%s", gdn_last_error());
+    CHECK(cpu < 40.0, "%d checkpoints: %.1f s of CPU time", N, cpu);
+    if (harness_verbose) printf("    %d checkpoints: %.3f s of CPU time\n", N, cpu);
+    const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3;
+    const int32_t at[3] = {1, N / 2 + 1, N};
+    for (int i = 0; i < 3; ++i) {
+        lrun pre;
+        if (!lrun_init(&pre, &c, 0)) { CHECK(0, "allocation"); break; }
+        c.cu[1] = at[i], c.commit[0] = at[i];
+        CHECK(lcase_run(&c, &pre, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+        c.cu[1] = len, c.commit[0] = len;
+        const size_t slot = (size_t)(2 + N - at[i]);
+        CHECK(memcmp(pre.state + per_s, r.state + slot * per_s, per_s * 4) == 0 &&
+              memcmp((char *)pre.hist_out + per_h * c.ds, (char *)r.hist_out + slot * per_h * c.ds, per_h * c.ds) == 0,
+              "the checkpoint after %d differs from a %d-token step", at[i], at[i]);
+        lrun_free(&pre);
+    }
+    free(ck);
+    lrun_free(&r);
+    lcase_free(&c);
 }
 
 /* ---- the planes: y as stored, pre-scaled for a matvec with packed codes, and its per-16 sums ---- */
