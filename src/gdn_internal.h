@@ -20,6 +20,8 @@ typedef struct gdn__problem {
     int threads;          /* CPU worker ids the call may use (>= 1): the pool's, or the runner's */
     void *ws;             /* the run's host workspace, 64-byte aligned, ws_bytes long (at least what the kernel's */
     int64_t ws_bytes;     /* `workspace` asked for): kernels allocate nothing */
+    void *dev_ws;         /* cuda_chunked's device workspace when the caller has one of dev_ws_bytes (NULL: it */
+    int64_t dev_ws_bytes; /* allocates its own before its first launch) */
 } gdn__problem;
 
 /* A named variant of a kernel: the options a test or benchmark forces ("cuda_decode:stream_sync"). Each kernel
@@ -73,18 +75,20 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
 
 /* gdn_delta in two steps, for a caller that makes several calls and must have every allocation behind it before the
  * first writes (the layer step): gdn__delta_prepare validates args and picks the kernels as gdn_delta does, and says
- * how much host workspace the call takes; gdn__delta_execute checks the slots written once in it (GDN_ERR_OVERLAP,
- * nothing written), then runs the call there, allocating nothing on the host. gdn_delta is the two with a workspace of
- * ws_bytes between them. */
+ * how much host workspace the call takes, and device workspace (cuda_chunked's); gdn__delta_execute checks the slots
+ * written once in the host workspace (GDN_ERR_OVERLAP, nothing written), then runs the call there, allocating nothing
+ * on the host, nor on the device when given dev_ws of dev_bytes (NULL: cuda_chunked allocates its own before its
+ * first launch). gdn_delta is the two with a host workspace of ws_bytes between them. */
 typedef struct gdn__delta_call {
     gdn__problem p;
     const gdn__kernel *kn;       /* the dense form's kernel; the batch form's for the longest window */
     const gdn__variant *variant; /* the named variant, or NULL */
     int chunked;                 /* the batch form as one cuda_chunked batch */
     int64_t ws_bytes;            /* the host workspace execute takes (0: none) */
+    int64_t dev_bytes;           /* the device workspace (0: none) */
 } gdn__delta_call;
 gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c);
-gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws); /* ws: 64-byte aligned, c->ws_bytes long */
+gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws, void *dev_ws); /* ws: 64-byte aligned, ws_bytes long */
 /* Shared by the ops' validations (src/core/checks.c): the layout and backend enums and the reserved words; threads
  * >= 0 and Hv % Hk; a CPU runner (NULL is valid). */
 gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backend backend, const uint64_t *reserved,
@@ -162,6 +166,10 @@ int gdn__portable_fast(void);    /* src/delta/cpu/portable.c: its fmaf is a vect
 int gdn__cuda_devices(void);
 /* GDN_ERR_NOT_DEVICE_MEMORY when a pointer the call uses is not device (or managed) memory of the device */
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p);
+/* A device workspace of `bytes` bytes (cudaMallocAsync on the stream; GDN_ERR_OUT_OF_MEMORY, *p NULL, when refused or
+ * when a GDN_TESTING build's test fails it: gdn__alloc_refused), and its release (NULL: nothing). */
+gdn_status gdn__cuda_alloc(void **p, int64_t bytes, void *stream);
+gdn_status gdn__cuda_free(void *p, void *stream);
 /* bytes from src to dst (device memory), ordered on the stream */
 gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 /* Zeros `bytes` bytes of device memory at p, asynchronously on `stream` (a cudaStream_t; NULL: the default);
@@ -177,6 +185,8 @@ gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *s
  * the others are left alone), in one launch pair per 128 sequences (src/delta/cuda/chunked.cu); the caller has judged
  * it eligible for each. */
 gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take);
+/* The device workspace gdn__cuda_chunked_sequences(p, take) takes, in bytes (-1: too many to count). */
+int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

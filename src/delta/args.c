@@ -355,8 +355,10 @@ static gdn_status run_grouped(const gdn__problem *p) {
     return s;
 }
 
-/* The call's workspace: the largest of the sort that checks the slots written once, the kernels' (the largest over a
- * batch's windows: they run one after another in it) and a CUDA batch's table of sequences (run_grouped). */
+/* The call's host workspace: the largest of the sort that checks the slots written once, the kernels' (the largest
+ * over a batch's windows: they run one after another in it) and a CUDA batch's table of sequences (run_grouped); its
+ * device workspace: cuda_chunked's where it runs the call whole (a batch-form call that runs it on some windows only,
+ * run_grouped, has it allocate its own, before its first launch). */
 gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c) {
     memset(c, 0, sizeof *c);
     int64_t ws = 0;
@@ -367,17 +369,20 @@ gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c) {
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
     ws = ws_max(ws, writers_bytes(&p->a));
     if (p->a.backend == GDN_BACKEND_CUDA && per_sequence(&p->a)) ws = ws_max(ws, p->a.B);
-    if (ws < 0 || !gdn__size_fits(ws))
+    const int chunked = c->chunked || (!per_sequence(&p->a) && c->kn->contract == GDN_CONTRACT_CHUNKED);
+    c->dev_bytes = p->a.backend == GDN_BACKEND_CUDA && chunked ? gdn__cuda_chunked_bytes(p, NULL) : 0;
+    if (ws < 0 || !gdn__size_fits(ws) || c->dev_bytes < 0)
         return FAIL(GDN_ERR_OUT_OF_MEMORY, "kernel %s: its workspace for this shape is too large to count", c->kn->name);
     c->ws_bytes = ws;
     return GDN_OK;
 }
 
-gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws) {
+gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws, void *dev_ws) {
     gdn__problem *p = &c->p;
     gdn_status s = check_writers(&p->a, ws);
     if (s != GDN_OK) return s;
     p->ws = ws, p->ws_bytes = ws ? c->ws_bytes : 0;
+    p->dev_ws = dev_ws, p->dev_ws_bytes = dev_ws ? c->dev_bytes : 0;
     if (!per_sequence(&p->a)) s = run_kernel(p, c->kn, c->variant);
     else if (c->chunked) {
         if ((s = gdn__cuda_chunked_sequences(p, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
@@ -395,7 +400,7 @@ gdn_status gdn_delta(const gdn_delta_args *args) {
     void *ws = c.ws_bytes > 0 ? gdn__ws_take((size_t)c.ws_bytes, &kept) : NULL;
     if (c.ws_bytes > 0 && !ws)
         return FAIL(GDN_ERR_OUT_OF_MEMORY, "the call's workspace (%lld bytes) could not be allocated", (long long)c.ws_bytes);
-    s = gdn__delta_execute(&c, ws);
+    s = gdn__delta_execute(&c, ws, NULL);
     gdn__ws_give(ws, kept);
     return s == GDN_OK ? gdn__ok() : s;
 }

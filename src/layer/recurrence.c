@@ -3,10 +3,10 @@
  * runs the fastest recurrence kernel the router has, under the same contract.
  *
  * The calls are walked twice: the first pass prepares each (gdn__delta_prepare: validation, kernels) and sizes the
- * largest host workspace; the second runs them all in that one workspace (gdn__delta_execute, which allocates
- * nothing). So every allocation comes before the first state is written: a call that cannot get its memory writes
- * nothing. A sequence's checkpoints are found in a copy of them sorted by sequence and position, so that their cost
- * grows as n log n with their number. */
+ * largest host workspace, and device workspace (cuda_chunked's, under "fastest"); the second runs them all in those
+ * (gdn__delta_execute, which allocates nothing). So every allocation comes before the first state is written: a call
+ * that cannot get its memory writes nothing. A sequence's checkpoints are found in a copy of them sorted by sequence
+ * and position, so that their cost grows as n log n with their number. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +20,10 @@ typedef struct walk {
     const char *kernel;             /* the gdn_delta kernel name, or NULL for the router */
     const gdn_layer_checkpoint *ck; /* the checkpoints sorted by sequence, then position (NULL: none) */
     int run;                        /* 0: prepare every call and size the workspace; 1: run them */
-    int64_t ws_bytes;               /* the largest call's workspace (pass 0); ws's size (pass 1) */
+    int64_t ws_bytes;               /* the largest call's host workspace (pass 0); ws's size (pass 1) */
     void *ws;
+    int64_t dev_bytes;              /* the same for the device workspace of cuda_chunked (CUDA, "fastest") */
+    void *dev_ws;
 } walk;
 
 /* The gdn_delta call over the stages' buffers from token s0: B sequences of T tokens each, from the state `from`
@@ -61,10 +63,11 @@ static gdn_status delta(walk *k, int64_t s0, int64_t B, int64_t T, const float *
     if (s != GDN_OK) return s;
     if (!k->run) {
         k->ws_bytes = c.ws_bytes > k->ws_bytes ? c.ws_bytes : k->ws_bytes;
+        k->dev_bytes = c.dev_bytes > k->dev_bytes ? c.dev_bytes : k->dev_bytes;
         return GDN_OK;
     }
-    if (c.ws_bytes > k->ws_bytes) return GDN_ERR_OUT_OF_MEMORY; /* (pass 0 sized it: never) */
-    s = gdn__delta_execute(&c, k->ws);
+    if (c.ws_bytes > k->ws_bytes || c.dev_bytes > k->dev_bytes) return GDN_ERR_OUT_OF_MEMORY; /* (pass 0: never) */
+    s = gdn__delta_execute(&c, k->ws, k->dev_ws);
     if (s != GDN_OK || !hand_off) return s;
     return gdn__layer_cuda_widen(w->o + s0 * a->Hv * a->Dv, w->oh + s0 * a->Hv * a->Dv, B * T * a->Hv * a->Dv, a->stream);
 }
@@ -178,7 +181,7 @@ static int by_position(const void *x, const void *y) {
 
 gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_buffers *bufs, const char *delta_kernel) {
     const gdn_layer_args *a = &p->a;
-    walk k = {p, bufs, delta_kernel, NULL, 0, 0, NULL};
+    walk k = {p, bufs, delta_kernel, NULL, 0, 0, NULL, 0, NULL};
     gdn_layer_checkpoint *sorted = NULL;
     if (a->n_checkpoints > 0) {
         if (!(sorted = gdn__malloc((size_t)a->n_checkpoints * sizeof *sorted))) return GDN_ERR_OUT_OF_MEMORY;
@@ -189,11 +192,13 @@ gdn_status gdn__layer_recurrence(const gdn__layer_problem *p, const gdn__layer_b
     gdn_status s = walk_calls(&k);
     size_t kept = 0;
     if (s == GDN_OK && k.ws_bytes > 0 && !(k.ws = gdn__ws_take((size_t)k.ws_bytes, &kept))) s = GDN_ERR_OUT_OF_MEMORY;
+    if (s == GDN_OK && k.dev_bytes > 0) s = gdn__cuda_alloc(&k.dev_ws, k.dev_bytes, a->stream);
     if (s == GDN_OK) {
         k.run = 1;
         s = walk_calls(&k);
     }
+    const gdn_status freed = gdn__cuda_free(k.dev_ws, a->stream);
     gdn__ws_give(k.ws, kept);
     free(sorted);
-    return s;
+    return s != GDN_OK ? s : freed;
 }

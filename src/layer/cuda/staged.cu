@@ -159,18 +159,14 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
         !gdn__size_fits(buf_bytes))
         return GDN_ERR_OUT_OF_MEMORY;
     float *buf = NULL;
-    if (cudaMallocAsync((void **)&buf, (size_t)buf_bytes, stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return GDN_ERR_OUT_OF_MEMORY;
-    }
+    if (gdn__cuda_alloc((void **)&buf, buf_bytes, stream) != GDN_OK) return GDN_ERR_OUT_OF_MEMORY;
     gdn__layer_buffers w = {buf, buf + qk, buf + 2 * qk, buf + 2 * qk + 2 * vv, buf + 2 * qk + 2 * vv + gb, buf + 2 * qk + vv,
                             NULL, NULL, NULL, NULL, NULL};
     /* "fastest" with a window the chunked prefill would take: the hand-off's buffers (cuda_chunked's shapes) */
     uint16_t *hand = NULL;
     if (p->chunked && p->max_len >= GDN_CHUNKED_MIN_T && a->Dk == 128 && a->Dv % 32 == 0) {
-        if (cudaMallocAsync((void **)&hand, (size_t)hand_bytes, stream) != cudaSuccess) { /* bf16 q, k, v, o; f32 lg */
-            (void)cudaGetLastError();
-            (void)cudaFreeAsync(buf, stream);
+        if (gdn__cuda_alloc((void **)&hand, hand_bytes, stream) != GDN_OK) { /* bf16 q, k, v, o; f32 lg */
+            (void)gdn__cuda_free(buf, stream);
             return GDN_ERR_OUT_OF_MEMORY;
         }
         w.qh = hand, w.kh = hand + qk, w.vh = hand + 2 * qk, w.oh = hand + 2 * qk + vv;
@@ -205,8 +201,8 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
     if (s == GDN_OK) s = gdn__layer_cuda_histories(p);
-    const cudaError_t freed = cudaFreeAsync(buf, stream), freed_hand = hand ? cudaFreeAsync(hand, stream) : cudaSuccess;
-    return s != GDN_OK ? s : freed == cudaSuccess && freed_hand == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+    const gdn_status freed = gdn__cuda_free(buf, stream), freed_hand = gdn__cuda_free(hand, stream);
+    return s != GDN_OK ? s : freed != GDN_OK ? freed : freed_hand;
 }
 
 } /* extern "C" */
