@@ -6,7 +6,7 @@
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
 # make tsan (build/tsan: the threaded, fork and layer-stage suites under ThreadSanitizer), make emu512 (build/emu:
 # the suites and dev/avx512_check with the AVX-512 kernels over dev/avx512_emu.h, for a CPU without AVX-512),
-# make fuzz (build/fuzz/fuzz_delta, libFuzzer, clang), make shared (build/pic/libgdn.so for python/ in a checkout),
+# make fuzz (build/fuzz/fuzz_delta, fuzz_layer, fuzz_validate: libFuzzer, clang), make shared (build/pic/libgdn.so for python/ in a checkout),
 # make bench, make clean. Builds run -j$(nproc) (J=...). CUDA sources are compiled for sm_90 when nvcc is found;
 # GDN_CUDA=0 turns that off, GDN_CUDA=1 insists. CC=... picks the C compiler of a fresh build dir.
 
@@ -75,13 +75,15 @@ emu512:
 	$(CC) -std=c11 -O2 -Iinclude dev/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check
 	./build/emu/avx512_check
 
-# `make fuzz`: the libFuzzer targets over gdn_delta and gdn_layer (clang, ASan + UBSan, library instrumented for
-# coverage), built as build/fuzz/fuzz_delta and fuzz_layer. Run: build/fuzz/fuzz_delta -max_total_time=60
-# build/fuzz/corpus fuzz/corpus; build/fuzz/fuzz_layer -max_total_time=60 build/fuzz/corpus_layer
+# `make fuzz`: the libFuzzer targets over gdn_delta and gdn_layer, and over their validators alone with hostile
+# sizes (clang, ASan + UBSan that abort on the first report, library instrumented for coverage), built as
+# build/fuzz/fuzz_delta, fuzz_layer and fuzz_validate. Run: build/fuzz/fuzz_delta -max_total_time=60
+# build/fuzz/corpus fuzz/corpus; build/fuzz/fuzz_layer -max_total_time=60 build/fuzz/corpus_layer;
+# build/fuzz/fuzz_validate -max_total_time=30 build/fuzz/corpus_validate fuzz/corpus_validate
 fuzz:
 	$(call configure,build/fuzz,-DGDN_TESTING=ON -DGDN_CUDA=OFF -DGDN_FUZZ=ON -DCMAKE_C_COMPILER=$(FUZZ_CC))
-	$(CMAKE) --build build/fuzz -j $(J) --target fuzz_delta fuzz_layer
-	@mkdir -p build/fuzz/corpus build/fuzz/corpus_layer
+	$(CMAKE) --build build/fuzz -j $(J) --target fuzz_delta fuzz_layer fuzz_validate
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus_layer build/fuzz/corpus_validate
 
 # build/pic/libgdn.so, the library python/libgdn loads in a checkout: every object is PIC now, so it is $(BUILD)'s
 # libgdn.so, linked there, unless build/pic is a build dir of its own (scripts/gpu_run.sh's), which is then built

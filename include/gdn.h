@@ -144,8 +144,8 @@ typedef struct gdn_delta_args {
  * The call runs as one dense B = 1 call per sequence, in order, each on its own kernel: the named one (which must
  * be eligible for every sequence's window) or the router's choice for that window. gdn_route names the longest
  * window's kernel (the first of the longest); gdn_kernel_eligible is 1 when the kernel takes every window. All is
- * validated before anything is written; only a failure inside a kernel (workspace, launch) can follow earlier
- * sequences' writes.
+ * validated, and the call's workspace allocated, before anything is written; only a CUDA launch failure can follow
+ * earlier sequences' writes.
  *
  * Slots on the device (CUDA graphs, vLLM's ssm_state_indices): state_slot_device [B] int32 in device memory, with the
  * dense [B, T] tensors (cu_seqlens and state_slot NULL), T <= 8, a scalar gate and pools [slots, Hv, ...]. The kernel

@@ -18,6 +18,10 @@ typedef struct gdn__problem {
     int64_t dv_lane;      /* ceil(Dv / 32) */
     size_t dtype_size;    /* bytes per element of q, k, v, y */
     int threads;          /* CPU worker ids the call may use (>= 1): the pool's, or the runner's */
+    void *ws;             /* the run's host workspace, 64-byte aligned, ws_bytes long (at least what the kernel's */
+    int64_t ws_bytes;     /* `workspace` asked for): kernels allocate nothing */
+    void *dev_ws;         /* cuda_chunked's device workspace when the caller has one of dev_ws_bytes (NULL: it */
+    int64_t dev_ws_bytes; /* allocates its own before its first launch) */
 } gdn__problem;
 
 /* A named variant of a kernel: the options a test or benchmark forces ("cuda_decode:stream_sync"). Each kernel
@@ -41,26 +45,50 @@ typedef struct gdn__kernel {
     gdn_contract contract;                        /* the router takes only GDN_CONTRACT_EXACT kernels */
     int (*eligible)(const gdn__problem *p);       /* it can run these arguments on this hardware */
     int (*routed)(const gdn__problem *p);         /* the router takes it (implies eligible) */
+    int64_t (*workspace)(const gdn__problem *p);  /* bytes of host workspace run takes in p->ws; -1: too many */
     gdn_status (*run)(const gdn__problem *p, const gdn__variant *v);
     const gdn__variant *variants;                 /* {NULL}-terminated */
 } gdn__kernel;
 
-/* Every kernel's entry points, from the list. */
+/* Every kernel's entry points, from the list; a CPU kernel's workspace size too (a CUDA kernel takes no host
+ * workspace: gdn__no_workspace). */
 #include "delta/kernels.h"
+#define GDN__DECLARE_WS_CPU(name) int64_t gdn__delta_##name##_workspace(const gdn__problem *p);
+#define GDN__DECLARE_WS_CUDA(name)
 #define GDN__DECLARE(name, backend, packed, contract)                                \
     int gdn__delta_##name##_eligible(const gdn__problem *p);                 \
     int gdn__delta_##name##_routed(const gdn__problem *p);                   \
     gdn_status gdn__delta_##name(const gdn__problem *p, const gdn__variant *v); \
-    extern const gdn__variant gdn__delta_##name##_variants[];
+    extern const gdn__variant gdn__delta_##name##_variants[];                \
+    GDN__DECLARE_WS_##backend(name)
 GDN_DELTA_KERNELS(GDN__DECLARE)
 #undef GDN__DECLARE
+int64_t gdn__no_workspace(const gdn__problem *p);
 
 /* The routing table in the list's order (src/core/route.c). */
 extern const gdn__kernel gdn__kernels[];
 extern const int gdn__kernel_total;
 
-/* Validation (src/delta/args.c) and routing (src/core/route.c). */
+/* Validation (src/delta/args.c) and routing (src/core/route.c). gdn__validate checks everything but that no two
+ * sequences of a batch-form call write one slot (gdn__delta_prepare's caller has that checked in the workspace). */
 gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p);
+
+/* gdn_delta in two steps, for a caller that makes several calls and must have every allocation behind it before the
+ * first writes (the layer step): gdn__delta_prepare validates args and picks the kernels as gdn_delta does, and says
+ * how much host workspace the call takes, and device workspace (cuda_chunked's); gdn__delta_execute checks the slots
+ * written once in the host workspace (GDN_ERR_OVERLAP, nothing written), then runs the call there, allocating nothing
+ * on the host, nor on the device when given dev_ws of dev_bytes (NULL: cuda_chunked allocates its own before its
+ * first launch). gdn_delta is the two with a host workspace of ws_bytes between them. */
+typedef struct gdn__delta_call {
+    gdn__problem p;
+    const gdn__kernel *kn;       /* the dense form's kernel; the batch form's for the longest window */
+    const gdn__variant *variant; /* the named variant, or NULL */
+    int chunked;                 /* the batch form as one cuda_chunked batch */
+    int64_t ws_bytes;            /* the host workspace execute takes (0: none) */
+    int64_t dev_bytes;           /* the device workspace (0: none) */
+} gdn__delta_call;
+gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c);
+gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws, void *dev_ws); /* ws: 64-byte aligned, ws_bytes long */
 /* Shared by the ops' validations (src/core/checks.c): the layout and backend enums and the reserved words; threads
  * >= 0 and Hv % Hk; a CPU runner (NULL is valid). */
 gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backend backend, const uint64_t *reserved,
@@ -88,11 +116,13 @@ const gdn__kernel *gdn__route_fastest(const gdn__problem *p);
  * args->FIELD in gdn_last_error. Window b of cu_seqlens: cu_seqlens[0] == 0 (b = 0) and cu_seqlens[b + 1] above
  * cu_seqlens[b]. A slot below `slots` (GDN_ERR_BAD_SIZE otherwise; negative ones pass: skipped). No two of the B
  * sequences naming one slot (negative: none) while one of them writes it: writes[b] > 0 (writes NULL: every one
- * writes); GDN_ERR_OVERLAP with `why` ("one of them commits"), or GDN_ERR_OUT_OF_MEMORY. */
+ * writes); GDN_ERR_OVERLAP with `why` ("one of them commits"), or GDN_ERR_OUT_OF_MEMORY; in `scratch` of
+ * gdn__slot_writers_bytes(B) bytes (-1: too many), or NULL: its own allocation. */
 gdn_status gdn__check_window(const int32_t *cu_seqlens, int64_t b);
 gdn_status gdn__check_slot(const char *field, int64_t b, int64_t slot, int64_t slots);
 gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const int32_t *writes, int64_t B,
-                                   const char *why);
+                                   const char *why, void *scratch);
+int64_t gdn__slot_writers_bytes(int64_t B);
 int gdn__packed_enabled(void); /* GDN_PACKED, read once (src/core/env.c): 0 disables every packed kernel */
 int gdn__check_pointers(void); /* GDN_CHECK_POINTERS, read once: 1 checks that CUDA calls get device memory */
 /* An empty detail for a call that succeeds; returns GDN_OK. */
@@ -105,6 +135,15 @@ gdn_status gdn__fail(gdn_status status, const char *fmt, ...)
     ;
 
 int gdn__cpu_has_avx2_fma(void); /* src/cpu/features.c */
+
+/* Every allocation of the library (src/core/alloc.c): malloc, calloc and aligned_alloc (`bytes` rounded up to a
+ * multiple of `align`) that return NULL when the allocator does, or when a GDN_TESTING build's test asks for this
+ * one to fail; gdn__alloc_refused() is that test's verdict for an allocation made otherwise (a pool thread's start).
+ * Free with free(). */
+void *gdn__malloc(size_t bytes);
+void *gdn__calloc(size_t n, size_t size);
+void *gdn__aligned_alloc(size_t align, size_t bytes);
+int gdn__alloc_refused(void);
 
 /* A CPU workspace of at least `bytes` bytes, 64-byte aligned, kept from an earlier call where one fits
  * (src/cpu/workspace.c); *got is its size, to hand back with gdn__ws_give (which keeps or frees it). NULL: no
@@ -127,6 +166,10 @@ int gdn__portable_fast(void);    /* src/delta/cpu/portable.c: its fmaf is a vect
 int gdn__cuda_devices(void);
 /* GDN_ERR_NOT_DEVICE_MEMORY when a pointer the call uses is not device (or managed) memory of the device */
 gdn_status gdn__cuda_check_pointers(const gdn__problem *p);
+/* A device workspace of `bytes` bytes (cudaMallocAsync on the stream; GDN_ERR_OUT_OF_MEMORY, *p NULL, when refused or
+ * when a GDN_TESTING build's test fails it: gdn__alloc_refused), and its release (NULL: nothing). */
+gdn_status gdn__cuda_alloc(void **p, int64_t bytes, void *stream);
+gdn_status gdn__cuda_free(void *p, void *stream);
 /* bytes from src to dst (device memory), ordered on the stream */
 gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream);
 /* Zeros `bytes` bytes of device memory at p, asynchronously on `stream` (a cudaStream_t; NULL: the default);
@@ -142,6 +185,8 @@ gdn_status gdn__cuda_decode_stream_slots(const gdn__problem *p, const int32_t *s
  * the others are left alone), in one launch pair per 128 sequences (src/delta/cuda/chunked.cu); the caller has judged
  * it eligible for each. */
 gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take);
+/* The device workspace gdn__cuda_chunked_sequences(p, take) takes, in bytes (-1: too many to count). */
+int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take);
 
 /* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
 gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);

@@ -30,6 +30,14 @@ gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *stat
 int gdn__layer_gate_rows(int table, float *y, const float *x, int64_t n, int sigmoid);
 int gdn__layer_conv_rows(int table, float *y, const float *const x[4], const float *w, const float *bias, int64_t n);
 
+#if GDN_TESTING
+/* Allocation failure on demand (src/core/alloc.c): after gdn__alloc_fail_at(n), the calling thread's n-th allocation
+ * inside the library from then on (a pool thread's start counts as one) fails, and only that one; 0: none fails.
+ * gdn__alloc_count(): the calling thread's allocations since the last gdn__alloc_fail_at. */
+void gdn__alloc_fail_at(int64_t n);
+int64_t gdn__alloc_count(void);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,12 +5,16 @@
 #include "gdn_internal.h"
 
 /* The table, expanded from the kernel list (src/delta/kernels.h). */
+#define GDN__WS_CPU(name) gdn__delta_##name##_workspace
+#define GDN__WS_CUDA(name) gdn__no_workspace
 #define GDN__ENTRY(name, backend, packed, contract)                                                              \
     {#name, GDN_BACKEND_##backend, packed, GDN_CONTRACT_##contract, gdn__delta_##name##_eligible,                    \
-     gdn__delta_##name##_routed, gdn__delta_##name, gdn__delta_##name##_variants},
+     gdn__delta_##name##_routed, GDN__WS_##backend(name), gdn__delta_##name, gdn__delta_##name##_variants},
 const gdn__kernel gdn__kernels[] = {GDN_DELTA_KERNELS(GDN__ENTRY)};
 #undef GDN__ENTRY
 const int gdn__kernel_total = (int)(sizeof gdn__kernels / sizeof gdn__kernels[0]);
+
+int64_t gdn__no_workspace(const gdn__problem *p) { return p ? 0 : -1; }
 
 const gdn__kernel *gdn__route(const gdn__problem *p) {
     for (int i = 0; i < gdn__kernel_total; ++i) {

@@ -3,6 +3,7 @@
  * written twice or written by one sequence and read by another. */
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 
 gdn_status gdn__check_window(const int32_t *cu_seqlens, int64_t b) {
@@ -31,9 +32,14 @@ static int by_slot(const void *x, const void *y) {
     return (a->slot > b->slot) - (a->slot < b->slot);
 }
 
+int64_t gdn__slot_writers_bytes(int64_t B) {
+    int64_t bytes = 0;
+    return gdn__size_mul(B, (int64_t)sizeof(slot_use), &bytes) ? bytes : -1;
+}
+
 gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const int32_t *writes, int64_t B,
-                                   const char *why) {
-    slot_use *use = malloc((size_t)B * sizeof *use);
+                                   const char *why, void *scratch) {
+    slot_use *use = scratch ? scratch : gdn__malloc((size_t)B * sizeof *use);
     if (!use) return gdn__fail(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->%s", field);
     int64_t m = 0;
     for (int64_t b = 0; b < B; ++b)
@@ -42,9 +48,9 @@ gdn_status gdn__check_slot_writers(const char *field, const int32_t *slot, const
     for (int64_t i = 1; i < m; ++i)
         if (use[i].slot == use[i - 1].slot && (use[i].writes || use[i - 1].writes)) {
             const int32_t clash = use[i].slot;
-            free(use);
+            if (use != scratch) free(use);
             return gdn__fail(GDN_ERR_OVERLAP, "args->%s: two sequences name slot %d and %s", field, (int)clash, why);
         }
-    free(use);
+    if (use != scratch) free(use);
     return GDN_OK;
 }

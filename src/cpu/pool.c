@@ -150,7 +150,7 @@ static void start_workers(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        const int failed = pthread_create(&tid, &attr, worker_main, (void *)(intptr_t)w) != 0;
+        const int failed = gdn__alloc_refused() || pthread_create(&tid, &attr, worker_main, (void *)(intptr_t)w) != 0;
         pthread_attr_destroy(&attr);
         if (failed) the_pool.size = w;
     }

@@ -51,9 +51,9 @@ void *gdn__ws_take(size_t bytes, size_t *got) {
     ws_slot s = {NULL, 0};
     if (best >= 0) s = slots[best], slots[best] = (ws_slot){NULL, 0};
     pthread_mutex_unlock(&lock);
-    if (!s.p) { /* 64-byte aligned, its size rounded up to 64 as aligned_alloc wants */
+    if (!s.p) { /* 64-byte aligned, its size rounded up to 64 */
         s.bytes = (bytes + 63) / 64 * 64;
-        s.p = s.bytes >= bytes ? aligned_alloc(64, s.bytes ? s.bytes : 64) : NULL;
+        s.p = s.bytes >= bytes ? gdn__aligned_alloc(64, s.bytes ? s.bytes : 64) : NULL;
     }
     *got = s.p ? s.bytes : 0;
 #if GDN_WS_POISON

@@ -9,6 +9,19 @@ gdn_status gdn__cuda_copy(void *dst, const void *src, size_t bytes, void *stream
     (void)dst, (void)src, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;
 }
+gdn_status gdn__cuda_alloc(void **p, int64_t bytes, void *stream) {
+    (void)bytes, (void)stream;
+    *p = NULL;
+    return GDN_ERR_NO_DEVICE;
+}
+gdn_status gdn__cuda_free(void *p, void *stream) {
+    (void)stream;
+    return p ? GDN_ERR_NO_DEVICE : GDN_OK;
+}
+int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take) {
+    (void)take;
+    return p ? 0 : -1;
+}
 gdn_status gdn__cuda_zero(void *p, size_t bytes, void *stream) {
     (void)p, (void)bytes, (void)stream;
     return GDN_ERR_NO_DEVICE;

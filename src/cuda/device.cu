@@ -1,4 +1,5 @@
-/* The CUDA backend's device query, pointer check and device copies. */
+/* The CUDA backend's device query, pointer check, device workspaces and device copies. */
+#include "core/checked.h"
 #include "cuda/gdn_cuda.cuh"
 
 extern "C" {
@@ -37,6 +38,20 @@ gdn_status gdn__cuda_check_pointers(const gdn__problem *p) {
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; ++i)
         if (!gdn_device_pointer(ptrs[i])) return GDN_ERR_NOT_DEVICE_MEMORY;
     return GDN_OK;
+}
+
+/* Device workspaces, stream-ordered; every allocation goes through gdn__alloc_refused (a test's failure on demand). */
+gdn_status gdn__cuda_alloc(void **p, int64_t bytes, void *stream) {
+    *p = NULL;
+    if (bytes < 0 || !gdn__size_fits(bytes) || gdn__alloc_refused()) return GDN_ERR_OUT_OF_MEMORY;
+    if (cudaMallocAsync(p, (size_t)(bytes ? bytes : 1), (cudaStream_t)stream) == cudaSuccess) return GDN_OK;
+    (void)cudaGetLastError();
+    *p = NULL;
+    return GDN_ERR_OUT_OF_MEMORY;
+}
+
+gdn_status gdn__cuda_free(void *p, void *stream) {
+    return !p || cudaFreeAsync(p, (cudaStream_t)stream) == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
 }
 
 /* bytes from src to dst, device memory, ordered on the stream. */

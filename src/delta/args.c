@@ -16,7 +16,7 @@
 /* 1 when the call runs a sequence at a time: the batch form, or slots. */
 static int per_sequence(const gdn_delta_args *a) { return a->cu_seqlens || a->state_slot; }
 
-/* The batch form's host arrays: the windows, T against them, the slots in range and written once. */
+/* The batch form's host arrays: the windows, T against them, the slots in range (written once: check_writers). */
 static gdn_status validate_batch(const gdn_delta_args *a) {
     gdn_status s = GDN_OK;
     for (int64_t b = 0; a->cu_seqlens && b < a->B && s == GDN_OK; ++b) s = gdn__check_window(a->cu_seqlens, b);
@@ -26,8 +26,18 @@ static gdn_status validate_batch(const gdn_delta_args *a) {
                     (long long)a->T, (int)a->cu_seqlens[a->B]);
     for (int64_t b = 0; a->state_slot && b < a->B && s == GDN_OK; ++b)
         s = gdn__check_slot("state_slot", b, a->state_slot[b], a->slots);
-    if (s != GDN_OK || !a->state_slot || !a->state_out) return s;
-    return gdn__check_slot_writers("state_slot", a->state_slot, NULL, a->B, "both write it (args->state_out is not NULL)");
+    return s;
+}
+
+/* No two sequences of a validated call write one slot (state_slot with state_out), sorted in `scratch` of
+ * writers_bytes(a) bytes (NULL: an allocation of its own). */
+static int64_t writers_bytes(const gdn_delta_args *a) {
+    return a->state_slot && a->state_out ? gdn__slot_writers_bytes(a->B) : 0;
+}
+static gdn_status check_writers(const gdn_delta_args *a, void *scratch) {
+    if (!a->state_slot || !a->state_out) return GDN_OK;
+    return gdn__check_slot_writers("state_slot", a->state_slot, NULL, a->B, "both write it (args->state_out is not NULL)",
+                                   scratch);
 }
 
 /* Slots on the device (gdn.h): a CUDA call of dense windows of at most 8 tokens and a scalar gate. */
@@ -67,6 +77,9 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
                            : "0 without args->state_slot or state_slot_device");
     if (a->state_slot_device && (shared = validate_device_slots(a)) != GDN_OK) return shared;
     if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
+    if (a->cu_seqlens && a->cu_seqlens[a->B] == 0) /* before the tensors: an empty batch's may be NULL */
+        return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = 0: the batch is empty (every window holds at least one "
+                    "token)", (long long)a->B);
     const struct { const char *name; const void *ptr; } required[] = {
         {"q", a->q}, {"k", a->k}, {"v", a->v}, {"y", a->y}, {"gate", a->gate}, {"beta", a->beta}};
     for (int i = 0; i < 6; ++i)
@@ -181,7 +194,8 @@ static gdn_delta_args dense_from(const gdn__problem *p, int64_t t0, int64_t B, i
 static gdn_status sequence_problem(const gdn__problem *p, int64_t b, gdn__problem *seq, int *skipped) {
     const gdn_delta_args *a = &p->a;
     const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
-    const int64_t slot = a->state_slot ? a->state_slot[b] : b, state = slot * a->Hv * a->Dk * a->Dv;
+    const int64_t slot = a->state_slot ? a->state_slot[b] : b;
+    const int64_t state = slot >= 0 ? slot * a->Hv * a->Dk * a->Dv : 0; /* (a skipped slot's offset is no size) */
     gdn_delta_args d = dense_from(p, t0, 1, a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T);
     d.state_in = a->state_in && slot >= 0 ? a->state_in + state : NULL;
     d.state_out = a->state_out && slot >= 0 ? a->state_out + state : NULL;
@@ -196,18 +210,27 @@ static gdn_status pick_sequence(const gdn__problem *p, int64_t b, const char *wh
     return s != GDN_OK ? s : pick_kernel(seq, where, kn, variant);
 }
 
+/* The larger of two workspace sizes; -1 (too many bytes) when either is. */
+static int64_t ws_max(int64_t x, int64_t y) { return x < 0 || y < 0 ? -1 : x > y ? x : y; }
+
 /* Validates args into *p and picks the kernel the call runs (pick_kernel); for a per-sequence call, every sequence's
  * (each must take it), *out being the longest window's (the first of the longest), and *chunked 1 when every
- * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). */
+ * sequence's is of the chunked contract (the call then runs as one batch of cuda_chunked's, the only one). *ws (ws
+ * NULL: not asked for, as gdn_route does not): the largest host workspace of the kernels that run (-1: too large to
+ * count). */
 static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__kernel **out, const gdn__variant **variant,
-                       int *chunked) {
+                       int *chunked, int64_t *ws) {
     *variant = NULL;
     *chunked = 0;
+    if (ws) *ws = 0;
     gdn_status s = gdn__validate(args, p);
     if (s != GDN_OK) return s;
     if (p->a.backend == GDN_BACKEND_CUDA && gdn__cuda_devices() == 0)
         return FAIL(GDN_ERR_NO_DEVICE, "args->backend is GDN_BACKEND_CUDA: no CUDA device (or a build without CUDA)");
-    if (!per_sequence(&p->a)) return pick_kernel(p, "", out, variant);
+    if (!per_sequence(&p->a)) {
+        if ((s = pick_kernel(p, "", out, variant)) == GDN_OK && ws) *ws = (*out)->workspace(p);
+        return s;
+    }
     int64_t longest = 0;
     *chunked = 1;
     for (int64_t b = 0; b < p->a.B; ++b) {
@@ -220,6 +243,7 @@ static gdn_status pick(const gdn_delta_args *args, gdn__problem *p, const gdn__k
         if ((s = pick_sequence(p, b, where, &seq, &skipped, &kn, &v)) != GDN_OK) return s;
         if (seq.a.T > longest) longest = seq.a.T, *out = kn, *variant = v;
         *chunked &= kn->contract == GDN_CONTRACT_CHUNKED;
+        if (!skipped && ws) *ws = ws_max(*ws, kn->workspace(&seq));
     }
     return GDN_OK;
 }
@@ -250,8 +274,9 @@ static gdn_status run_sequences(const gdn__problem *p, const uint8_t *done) {
         const gdn__variant *variant = NULL;
         int skipped = 0;
         if (done && done[b]) continue;
-        if ((s = pick_sequence(p, b, "", &seq, &skipped, &kn, &variant)) == GDN_OK)
-            s = skipped ? zero_y(&seq) : run_kernel(&seq, kn, variant);
+        if ((s = pick_sequence(p, b, "", &seq, &skipped, &kn, &variant)) != GDN_OK) break;
+        seq.ws = p->ws, seq.ws_bytes = p->ws_bytes;
+        s = skipped ? zero_y(&seq) : run_kernel(&seq, kn, variant);
     }
     return s;
 }
@@ -315,11 +340,12 @@ static gdn_status run_batched(const gdn__problem *p, int launch) {
  * (which picks those twice: a few microseconds each). Then each run of two or more consecutive windows of the same
  * n <= 8 tokens (decode steps, speculative windows) in one launch (run_slots), then the others a sequence at a time.
  * Each sequence gets its own call's bits (the chunked contract is batch-invariant; every exact kernel has the
- * contract's). */
+ * contract's). The table of the sequences taken (B bytes) is the call's workspace (no CUDA kernel takes any). */
 static gdn_status run_grouped(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
-    uint8_t *take = calloc((size_t)a->B, 1);
-    if (!take) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)a->B);
+    uint8_t *take = p->ws;
+    if (!take || p->ws_bytes < a->B) return FAIL(GDN_ERR_OUT_OF_MEMORY, "the batch's sequence table (%lld bytes)", (long long)a->B);
+    memset(take, 0, (size_t)a->B);
     int64_t n = 0;
     gdn_status s = GDN_OK;
     const int fastest = a->kernel && strcmp(a->kernel, "fastest") == 0;
@@ -347,24 +373,56 @@ static gdn_status run_grouped(const gdn__problem *p) {
         else if (r != GDN_ERR_INELIGIBLE) s = r;
     }
     if (s == GDN_OK) s = run_sequences(p, take);
-    free(take);
     return s;
 }
 
-gdn_status gdn_delta(const gdn_delta_args *args) {
-    gdn__problem p;
-    const gdn__kernel *kn = NULL;
-    const gdn__variant *variant = NULL;
-    int chunked = 0;
-    gdn_status s = pick(args, &p, &kn, &variant, &chunked);
+/* The call's host workspace: the largest of the sort that checks the slots written once, the kernels' (the largest
+ * over a batch's windows: they run one after another in it) and a CUDA batch's table of sequences (run_grouped); its
+ * device workspace: cuda_chunked's where it runs the call whole (a batch-form call that runs it on some windows only,
+ * run_grouped, has it allocate its own, before its first launch). */
+gdn_status gdn__delta_prepare(const gdn_delta_args *args, gdn__delta_call *c) {
+    memset(c, 0, sizeof *c);
+    int64_t ws = 0;
+    gdn_status s = pick(args, &c->p, &c->kn, &c->variant, &c->chunked, &ws);
     if (s != GDN_OK) return s;
-    if (p.a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(&p)) != GDN_OK)
+    const gdn__problem *p = &c->p;
+    if (p->a.backend == GDN_BACKEND_CUDA && gdn__check_pointers() && (s = gdn__cuda_check_pointers(p)) != GDN_OK)
         return FAIL(s, "a tensor pointer is not device memory (GDN_CHECK_POINTERS=1)");
-    if (!per_sequence(&p.a)) s = run_kernel(&p, kn, variant);
-    else if (chunked) {
-        if ((s = gdn__cuda_chunked_sequences(&p, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
-    } else if ((s = run_batched(&p, 1)) == GDN_ERR_INELIGIBLE)
-        s = p.a.backend == GDN_BACKEND_CUDA ? run_grouped(&p) : run_sequences(&p, NULL);
+    ws = ws_max(ws, writers_bytes(&p->a));
+    if (p->a.backend == GDN_BACKEND_CUDA && per_sequence(&p->a)) ws = ws_max(ws, p->a.B);
+    const int chunked = c->chunked || (!per_sequence(&p->a) && c->kn->contract == GDN_CONTRACT_CHUNKED);
+    c->dev_bytes = p->a.backend == GDN_BACKEND_CUDA && chunked ? gdn__cuda_chunked_bytes(p, NULL) : 0;
+    if (ws < 0 || !gdn__size_fits(ws) || c->dev_bytes < 0)
+        return FAIL(GDN_ERR_OUT_OF_MEMORY, "kernel %s: its workspace for this shape is too large to count", c->kn->name);
+    c->ws_bytes = ws;
+    return GDN_OK;
+}
+
+gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws, void *dev_ws) {
+    gdn__problem *p = &c->p;
+    gdn_status s = check_writers(&p->a, ws);
+    if (s != GDN_OK) return s;
+    p->ws = ws, p->ws_bytes = ws ? c->ws_bytes : 0;
+    p->dev_ws = dev_ws, p->dev_ws_bytes = dev_ws ? c->dev_bytes : 0;
+    if (!per_sequence(&p->a)) s = run_kernel(p, c->kn, c->variant);
+    else if (c->chunked) {
+        if ((s = gdn__cuda_chunked_sequences(p, NULL)) != GDN_OK) s = FAIL(s, "kernel cuda_chunked (batch form): %s", gdn_status_str(s));
+    } else if ((s = run_batched(p, 1)) == GDN_ERR_INELIGIBLE)
+        s = p->a.backend == GDN_BACKEND_CUDA ? run_grouped(p) : run_sequences(p, NULL);
+    return s;
+}
+
+/* Prepared, then run in a workspace kept between calls (src/cpu/workspace.c). */
+gdn_status gdn_delta(const gdn_delta_args *args) {
+    gdn__delta_call c;
+    gdn_status s = gdn__delta_prepare(args, &c);
+    if (s != GDN_OK) return s;
+    size_t kept = 0;
+    void *ws = c.ws_bytes > 0 ? gdn__ws_take((size_t)c.ws_bytes, &kept) : NULL;
+    if (c.ws_bytes > 0 && !ws)
+        return FAIL(GDN_ERR_OUT_OF_MEMORY, "the call's workspace (%lld bytes) could not be allocated", (long long)c.ws_bytes);
+    s = gdn__delta_execute(&c, ws, NULL);
+    gdn__ws_give(ws, kept);
     return s == GDN_OK ? gdn__ok() : s;
 }
 
@@ -374,7 +432,8 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
     const gdn__kernel *kn = NULL;
     const gdn__variant *variant = NULL;
     int chunked = 0;
-    const gdn_status s = pick(args, &p, &kn, &variant, &chunked);
+    gdn_status s = pick(args, &p, &kn, &variant, &chunked, NULL);
+    if (s == GDN_OK) s = check_writers(&p.a, NULL);
     if (s == GDN_OK) *kernel_name = per_sequence(&p.a) && run_batched(&p, 0) == GDN_OK ? "cuda_decode" : kn->name;
     return s == GDN_OK ? gdn__ok() : s;
 }
@@ -383,7 +442,8 @@ gdn_status gdn_route(const gdn_delta_args *args, const char **kernel_name) {
  * per-sequence call, 1 when the kernel takes every sequence's window. */
 int gdn_kernel_eligible(int index, const gdn_delta_args *args) {
     gdn__problem p;
-    if (index < 0 || index >= gdn__kernel_total || gdn__validate(args, &p) != GDN_OK) return 0;
+    if (index < 0 || index >= gdn__kernel_total || gdn__validate(args, &p) != GDN_OK || check_writers(&p.a, NULL) != GDN_OK)
+        return 0;
     const gdn__kernel *kn = &gdn__kernels[index];
     if (kn->backend != p.a.backend) return 0;
     if (!per_sequence(&p.a)) return kn->eligible(&p);

@@ -10,6 +10,8 @@
  *              int gdn__delta_<name>_routed(const gdn__problem *p);    the router takes it (implies eligible)
  *              gdn_status gdn__delta_<name>(const gdn__problem *p, const gdn__variant *v);  v NULL: the routed form
  *              const gdn__variant gdn__delta_<name>_variants[];        its named variants, {NULL} last
+ *              int64_t gdn__delta_<name>_workspace(const gdn__problem *p);  CPU only: the host workspace bytes its
+ *                                                      run takes in p->ws (it allocates nothing); -1: too many
  * backend  CPU or CUDA (GDN_BACKEND_<backend>); a build without CUDA gets stubs of the CUDA kernels from this list
  * packed   1: a fast path that GDN_PACKED=0 routes around (the seed's kill switch)
  * contract EXACT: the contract's bits (docs/CONTRACT.md), bitwise equal to ref; CHUNKED: the chunked contract

@@ -80,21 +80,32 @@ int gdn__delta_ref_eligible(const gdn__problem *p) { return p != NULL; }
 int gdn__delta_ref_routed(const gdn__problem *p) { return p != NULL; }
 const gdn__variant gdn__delta_ref_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
+/* Per worker: its ref_scratch, and S [Dv][Dk], q, k, gk [Dk], v [Dv] floats (`per`: Dk (Dv + 3) + Dv); -1 when the
+ * bytes cannot be counted (a workspace that cannot be counted cannot be had). */
+static int64_t ref_workspace(const gdn__problem *p, int64_t *per) {
+    const int64_t Dk = p->a.Dk, Dv = p->a.Dv, workers = p->threads;
+    int64_t floats = 0, bytes = 0;
+    if (!gdn__size_mul(Dk, Dv + 3, per) || !gdn__size_add(*per, Dv, per) || !gdn__size_mul(*per, workers, &floats) ||
+        !gdn__size_mul(floats, (int64_t)sizeof(float), &bytes) ||
+        !gdn__size_add(bytes, workers * (int64_t)sizeof(ref_scratch), &bytes) || !gdn__size_fits(bytes))
+        return -1;
+    return bytes;
+}
+
+int64_t gdn__delta_ref_workspace(const gdn__problem *p) {
+    int64_t per = 0;
+    return ref_workspace(p, &per);
+}
+
 gdn_status gdn__delta_ref(const gdn__problem *p, const gdn__variant *v) {
     (void)v; /* no variants */
     const int64_t Dk = p->a.Dk, Dv = p->a.Dv;
     const int workers = p->threads;
-    /* per worker: S [Dv][Dk], q, k, gk [Dk], v [Dv] floats; a workspace that cannot be counted cannot be had */
-    int64_t per = 0, bytes = 0; /* Dk (Dv + 3) + Dv floats, times workers */
-    if (!gdn__size_mul(Dk, Dv + 3, &per) || !gdn__size_add(per, Dv, &per) ||
-        !gdn__size_mul(per, (int64_t)workers * (int64_t)sizeof(float), &bytes) || !gdn__size_fits(bytes))
-        return GDN_ERR_OUT_OF_MEMORY;
-    ref_scratch *scratch = calloc((size_t)workers, sizeof *scratch);
-    float *arena = scratch ? malloc((size_t)bytes) : NULL;
-    if (!arena) {
-        free(scratch);
-        return GDN_ERR_OUT_OF_MEMORY;
-    }
+    int64_t per = 0;
+    const int64_t bytes = ref_workspace(p, &per);
+    if (bytes < 0 || !p->ws || p->ws_bytes < bytes) return GDN_ERR_OUT_OF_MEMORY;
+    ref_scratch *scratch = p->ws; /* the workers' ref_scratch, then their floats */
+    float *arena = (float *)(scratch + workers);
     for (int w = 0; w < workers; ++w) {
         float *base = arena + (size_t)w * (size_t)per;
         scratch[w] = (ref_scratch){base, base + Dk * Dv, base + Dk * Dv + Dk, base + Dk * Dv + 2 * Dk, NULL,
@@ -102,8 +113,6 @@ gdn_status gdn__delta_ref(const gdn__problem *p, const gdn__variant *v) {
     }
     ref_job job = {p, scratch};
     gdn__parallel_for(p, p->a.B * p->a.Hv, p->threads, ref_head, &job);
-    free(arena);
-    free(scratch);
     return GDN_OK;
 }
 
@@ -137,7 +146,7 @@ gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out
     if (!gdn__size_mul(Dk, Dv + 3, &bytes) || !gdn__size_mul(bytes, (int64_t)sizeof(double), &bytes) ||
         !gdn__size_fits(bytes))
         return GDN_ERR_OUT_OF_MEMORY;
-    double *S = malloc((size_t)bytes);
+    double *S = gdn__malloc((size_t)bytes);
     if (!S) return GDN_ERR_OUT_OF_MEMORY;
     double *q = S + Dk * Dv, *k = q + Dk, *g_vec = k + Dk;
     for (int64_t b = 0; b < a->B; ++b)

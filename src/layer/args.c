@@ -59,10 +59,10 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
                         (int)c->seq);
     }
     if (a->n_checkpoints == 0) /* without a slot array sequence b uses slot b: distinct */
-        return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits") : GDN_OK;
+        return a->slot ? gdn__check_slot_writers("slot", a->slot, a->commit, a->B, "one of them commits", NULL) : GDN_OK;
     /* the sequences' slots and the checkpoints' together: a written slot named once */
     const int64_t n_use = a->B + a->n_checkpoints;
-    int32_t *slots = malloc((size_t)n_use * 2 * sizeof *slots);
+    int32_t *slots = gdn__malloc((size_t)n_use * 2 * sizeof *slots);
     if (!slots) return FAIL(GDN_ERR_OUT_OF_MEMORY, "no memory to check args->checkpoints");
     int32_t *writes = slots + n_use;
     for (int64_t b = 0; b < a->B; ++b) {
@@ -71,7 +71,7 @@ static gdn_status validate_sequences(const gdn_layer_args *a, int64_t *tokens, i
     }
     for (int64_t i = 0; i < a->n_checkpoints; ++i) slots[a->B + i] = a->checkpoints[i].slot, writes[a->B + i] = 1;
     const gdn_status s = gdn__check_slot_writers("slot and args->checkpoints", slots, writes, n_use,
-                                                 "one of them is written (a commit or a checkpoint)");
+                                                 "one of them is written (a commit or a checkpoint)", NULL);
     free(slots);
     return s;
 }
@@ -90,6 +90,9 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
         if (sizes[i].value < 1)
             return FAIL(GDN_ERR_BAD_SIZE, "args->%s = %lld: must be at least 1", sizes[i].name, (long long)sizes[i].value);
     if ((shared = gdn__check_threads_heads(a->threads, a->Hk, a->Hv)) != GDN_OK) return shared;
+    if (a->cu_seqlens && a->B <= INT32_MAX && a->cu_seqlens[a->B] == 0) /* before the tensors: theirs may be NULL */
+        return FAIL(GDN_ERR_BAD_SIZE, "args->cu_seqlens[%lld] = 0: the batch is empty (every window holds at least one "
+                    "token)", (long long)a->B);
     const struct { const char *name; const void *ptr; } required[] = {
         {"cu_seqlens", a->cu_seqlens}, {"qkv", a->qkv},         {"z", a->z},           {"alpha", a->alpha},
         {"beta", a->beta},             {"y", a->y},             {"conv_w", a->conv_w}, {"dt_bias", a->dt_bias},
@@ -102,9 +105,12 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     const gdn_status runner = gdn__validate_runner(a->cpu_runner);
     if (runner != GDN_OK) return runner;
 
-    /* sizes: C and every tensor within GDN_SIZE_LIMIT, before the per-sequence arrays are read */
+    /* sizes: C and every tensor within GDN_SIZE_LIMIT, before the per-sequence arrays are read; every product and
+     * sum checked (src/core/checked.h), so that no size wraps or overflows on the way */
     int ok = 1;
-    const int64_t C = GDN_SIZE_PROD(&ok, 2, a->Hk, a->Dk) + GDN_SIZE_PROD(&ok, a->Hv, a->Dv);
+    const int64_t qk_channels = GDN_SIZE_PROD(&ok, 2, a->Hk, a->Dk), v_channels = GDN_SIZE_PROD(&ok, a->Hv, a->Dv);
+    int64_t C = 0;
+    if (ok) ok = gdn__size_add(qk_channels, v_channels, &C);
     const int64_t state_bytes = GDN_SIZE_PROD(&ok, a->slots, a->Hv, a->Dk, a->Dv, 4);
     const int64_t ds = a->dtype == GDN_F32 ? 4 : 2;
     const int64_t hist_bytes = GDN_SIZE_PROD(&ok, a->slots, C, 3, ds);
@@ -117,9 +123,10 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     const gdn__extent qkv = {a->qkv, GDN_SIZE_PROD(&ok, T, C, ds)};
     const gdn__extent z = {a->z, GDN_SIZE_PROD(&ok, T, a->Hv, a->Dv, ds)}, y = {a->y, z.bytes};
     const gdn__extent alpha = {a->alpha, GDN_SIZE_PROD(&ok, T, a->Hv, ds)}, beta = {a->beta, alpha.bytes};
-    const gdn__extent conv_w = {a->conv_w, GDN_SIZE_PROD(&ok, C, 4, 4)}, conv_bias = {a->conv_bias, C * 4};
-    const gdn__extent dt_bias = {a->dt_bias, a->Hv * 4}, A = {a->A, a->Hv * 4}, A_log = {a->A_log, a->Hv * 4};
-    const gdn__extent gamma = {a->gamma, a->Dv * 4};
+    const gdn__extent conv_w = {a->conv_w, GDN_SIZE_PROD(&ok, C, 4, 4)}, conv_bias = {a->conv_bias, GDN_SIZE_PROD(&ok, C, 4)};
+    const int64_t head_bytes = GDN_SIZE_PROD(&ok, a->Hv, 4);
+    const gdn__extent dt_bias = {a->dt_bias, head_bytes}, A = {a->A, head_bytes}, A_log = {a->A_log, head_bytes};
+    const gdn__extent gamma = {a->gamma, GDN_SIZE_PROD(&ok, a->Dv, 4)};
     const gdn__extent state = {a->state, state_bytes}, hist_in = {a->hist_in, hist_bytes};
     const gdn__extent hist_out = {a->hist_out, hist_bytes};
     if (a->planes && a->Dv % 16 != 0)

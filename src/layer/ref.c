@@ -39,13 +39,13 @@ static void put_hist(const gdn_layer_args *a, double *hist, int64_t slot, int64_
 }
 
 /* Sequence b's value head h over its window: y rows, the state after k tokens into S_commit and after each of b's
- * checkpoints into the checkpoint's slot of `pool`, from S (double [Dk][Dv], key row, value column; updated). */
+ * checkpoints into the checkpoint's slot of `pool`, from S (double [Dk][Dv], key row, value column; updated); work:
+ * 2 Dk + 2 Dv doubles. */
 static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t b, int64_t s0, int64_t n, int64_t k,
                         const double *hist, int64_t h, double scale, double eps_l2, double eps_rms, double *S,
-                        double *S_commit, double *pool, double *y) {
+                        double *S_commit, double *pool, double *y, double *work) {
     const int64_t Dk = a->Dk, Dv = a->Dv, hk = h / (a->Hv / a->Hk);
-    double *q = malloc((size_t)Dk * sizeof *q), *kk = malloc((size_t)Dk * sizeof *kk), *v = malloc((size_t)Dv * sizeof *v);
-    double *o = malloc((size_t)Dv * sizeof *o);
+    double *q = work, *kk = q + Dk, *v = kk + Dk, *o = v + Dv;
     const double A = a->A ? (double)a->A[h] : -exp((double)a->A_log[h]);
     for (int64_t t = 0; t < n; ++t) {
         /* conv of channel c at token t: taps t-3 .. t over history and inputs */
@@ -93,7 +93,6 @@ static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t b, int64_t s
 #undef CONV
 #undef TAP
     }
-    free(q), free(kk), free(v), free(o);
 }
 
 gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *state, double *hist) {
@@ -108,10 +107,10 @@ gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *stat
     for (int64_t i = 0; i < a->slots * C * 3; ++i) hist[i] = in_d(a, a->hist_in, i);
     const double scale = a->scale != 0.0f ? a->scale : 1.0 / sqrt((double)Dk);
     const double eps_l2 = a->eps_l2 != 0.0f ? a->eps_l2 : 1e-6f, eps_rms = a->eps_rms != 0.0f ? a->eps_rms : 1e-6f;
-    double *S = malloc((size_t)(Dk * Dv) * sizeof *S), *Sc = malloc((size_t)(Dk * Dv) * sizeof *Sc);
-    double *h0 = malloc((size_t)(C * 3) * sizeof *h0);
-    if (!S || !Sc || !h0) {
-        free(S), free(Sc), free(h0);
+    double *S = gdn__malloc((size_t)(Dk * Dv) * sizeof *S), *Sc = gdn__malloc((size_t)(Dk * Dv) * sizeof *Sc);
+    double *h0 = gdn__malloc((size_t)(C * 3) * sizeof *h0), *work = gdn__malloc((size_t)(2 * Dk + 2 * Dv) * sizeof *work);
+    if (!S || !Sc || !h0 || !work) {
+        free(S), free(Sc), free(h0), free(work);
         return GDN_ERR_OUT_OF_MEMORY;
     }
     for (int64_t b = 0; b < a->B; ++b) {
@@ -128,13 +127,13 @@ gdn_status gdn__oracle_layer(const gdn_layer_args *args, double *y, double *stat
             for (int64_t i = 0; i < Dk; ++i)
                 for (int64_t j = 0; j < Dv; ++j)
                     S[i * Dv + j] = fresh ? 0.0 : own[state_at(a, i, j)];
-            oracle_head(a, C, b, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, state, y);
+            oracle_head(a, C, b, s0, n, k, h0, h, scale, eps_l2, eps_rms, S, Sc, state, y, work);
             if (k > 0) put_state(a, state, slot, h, Sc);
         }
         if (k > 0) put_hist(a, hist, slot, C, s0, k, h0);
         for (int64_t i = 0; i < a->n_checkpoints; ++i)
             if (a->checkpoints[i].seq == b) put_hist(a, hist, a->checkpoints[i].slot, C, s0, a->checkpoints[i].after, h0);
     }
-    free(S), free(Sc), free(h0);
+    free(S), free(Sc), free(h0), free(work);
     return GDN_OK;
 }

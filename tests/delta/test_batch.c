@@ -2,6 +2,7 @@
  * for every CPU kernel and the router, over mixed window lengths, dtypes, layouts, masks and state modes, with
  * permuted and skipped slots in pools larger than the batch; dense tensors through slots the same as without; bad
  * batch arrays rejected with the field named and nothing written. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +212,23 @@ TEST(batch_form_dense_slots_equal_no_slots) {
     case_free(&c);
 }
 
+/* A skipped sequence's slot far below 0 with a large state: its offset (slot Hv Dk Dv) is never computed as a size
+ * (it overflowed int64: make sanitize traps that). The tensors are addresses never touched; gdn_route only. */
+TEST(batch_form_skipped_slot_far_below_zero) {
+    const int32_t cu[2] = {0, 1}, slot[1] = {INT32_MIN};
+    char *base = (char *)((uintptr_t)1 << 44);
+    gdn_delta_args a;
+    memset(&a, 0, sizeof a);
+    a.B = 1, a.Hk = 1, a.Hv = 2, a.Dk = (int64_t)1 << 17, a.Dv = (int64_t)1 << 16, a.dtype = GDN_BF16;
+    a.cu_seqlens = cu, a.state_slot = slot, a.slots = 1;
+    a.q = base, a.k = base + ((int64_t)1 << 40), a.v = base + ((int64_t)2 << 40), a.y = base + ((int64_t)3 << 40);
+    a.gate = (const float *)(base + ((int64_t)4 << 40)), a.beta = (const float *)(base + ((int64_t)5 << 40));
+    a.state_in = (const float *)(base + ((int64_t)6 << 40)), a.state_out = (float *)(base + ((int64_t)8 << 40));
+    a.scale = 1.0f;
+    const char *name = NULL;
+    CHECK(gdn_route(&a, &name) == GDN_OK && name, "%s", gdn_last_error());
+}
+
 TEST(batch_form_bad_arrays_write_nothing) {
     static const int32_t lengths[] = {3, 1, 4, 2}, slots[] = {2, 0, 4, 1};
     const batch good = make_batch(lengths, slots, 4, 5);
@@ -225,7 +243,8 @@ TEST(batch_form_bad_arrays_write_nothing) {
         {"args->cu_seqlens[0]", GDN_ERR_BAD_SIZE}, {"args->cu_seqlens[3]", GDN_ERR_BAD_SIZE},
         {"args->T", GDN_ERR_BAD_SIZE},             {"args->state_slot[2]", GDN_ERR_BAD_SIZE},
         {"slot 2", GDN_ERR_OVERLAP},               {"args->slots", GDN_ERR_BAD_SIZE},
-        {"args->slots", GDN_ERR_BAD_SIZE},         {"args->T", GDN_ERR_BAD_SIZE}};
+        {"args->slots", GDN_ERR_BAD_SIZE},         {"args->T", GDN_ERR_BAD_SIZE},
+        {"the batch is empty", GDN_ERR_BAD_SIZE}};
     for (int i = 0; y && pool && i < (int)(sizeof cases / sizeof cases[0]); ++i) {
         batch bt = good;
         gdn_delta_args a = case_args(&c);
@@ -238,7 +257,10 @@ TEST(batch_form_bad_arrays_write_nothing) {
         case 4: bt.slot[3] = bt.slot[0]; break;        /* slot 2 written twice */
         case 5: a.slots = 0; break;                    /* slots < 1 with state_slot */
         case 6: a.state_slot = NULL; break;            /* slots without state_slot */
-        default: a.cu_seqlens = NULL, a.B = 4; break;  /* the dense form's T = 0 */
+        case 7: a.cu_seqlens = NULL, a.B = 4; break;   /* the dense form's T = 0 */
+        default: /* no tokens, the tensors NULL (as a binding passes empty ones): the batch is named, not q */
+            memset(bt.cu, 0, sizeof bt.cu), a.q = a.k = a.v = NULL, a.y = NULL;
+            break;
         }
         poison(y, ny);
         memset(pool, 0x5a, n_pool * 4);

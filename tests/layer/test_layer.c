@@ -1,9 +1,11 @@
 /* The layer step on the CPU: ref against the float64 oracle; every CPU layer kernel against ref bit for bit; the
  * fused op against its stages computed here and gdn_delta; commit after k against a k-token window; verify; split
  * windows; slot placement, batch composition and thread counts; fresh sequences; A against A_log; bad inputs. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gdn_testing.h"
 #include "harness.h"
@@ -415,6 +417,48 @@ TEST(layer_checkpoints_are_prefix_steps) {
         }
 }
 
+/* Checkpoints cost n log n in their number: one sequence of 2^17 + 1 tokens with a checkpoint after every one of its
+ * first 2^17 (validation and the call; quadratic, as the segment walk once was, it took minutes: 20,000 took 2.5 s).
+ * The bound is on CPU time: 40 s, some 250 times the call's in a plain build and 17 times in the sanitizer build (0.16 and
+ * 2.4 s on the 2-vCPU machine), a third of the quadratic walk's; three of the checkpoints equal prefix steps. */
+TEST(layer_checkpoints_scale) {
+    enum { N = 1 << 17 };
+    const int32_t len = N + 1;
+    lcase_cfg g = cfg_of(1, 1, 2, 2, GDN_F32, 1, &len, 97);
+    g.slots = N + 2;
+    lcase c;
+    lrun r;
+    gdn_layer_checkpoint *ck = malloc((size_t)N * sizeof *ck);
+    if (!ck || !lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
+    for (int32_t i = 0; i < N; ++i) ck[i] = (gdn_layer_checkpoint){0, N - i, 2 + i}; /* positions descending */
+    gdn_layer_args a = lcase_args(&c, &r);
+    a.checkpoints = ck, a.n_checkpoints = N;
+    const char *name = NULL;
+    const clock_t t0 = clock();
+    const gdn_status routed = gdn_layer_route(&a, &name), run = gdn_layer(&a);
+    const double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(routed == GDN_OK && run == GDN_OK, "%s", gdn_last_error());
+    CHECK(cpu < 40.0, "%d checkpoints: %.1f s of CPU time", N, cpu);
+    if (harness_verbose) printf("    %d checkpoints: %.3f s of CPU time\n", N, cpu);
+    const size_t per_s = (size_t)(g.Hv * g.Dk * g.Dv), per_h = (size_t)c.C * 3;
+    const int32_t at[3] = {1, N / 2 + 1, N};
+    for (int i = 0; i < 3; ++i) {
+        lrun pre;
+        if (!lrun_init(&pre, &c, 0)) { CHECK(0, "allocation"); break; }
+        c.cu[1] = at[i], c.commit[0] = at[i];
+        CHECK(lcase_run(&c, &pre, NULL, 0) == GDN_OK, "%s", gdn_last_error());
+        c.cu[1] = len, c.commit[0] = len;
+        const size_t slot = (size_t)(2 + N - at[i]);
+        CHECK(memcmp(pre.state + per_s, r.state + slot * per_s, per_s * 4) == 0 &&
+              memcmp((char *)pre.hist_out + per_h * c.ds, (char *)r.hist_out + slot * per_h * c.ds, per_h * c.ds) == 0,
+              "the checkpoint after %d differs from a %d-token step", at[i], at[i]);
+        lrun_free(&pre);
+    }
+    free(ck);
+    lrun_free(&r);
+    lcase_free(&c);
+}
+
 /* ---- the planes: y as stored, pre-scaled for a matvec with packed codes, and its per-16 sums ---- */
 
 /* The pairwise tree over 16 values, level by level. */
@@ -506,6 +550,36 @@ TEST(layer_planes_feed_a_packed_matvec) {
     lcase_free(&c);
 }
 
+/* Sizes whose products or sums leave int64 (C = 2 Hk Dk + Hv Dv at Dk = 2^61, Hv Dv = 2^62, ...): GDN_ERR_BAD_SIZE
+ * from gdn_layer_route and gdn_layer, with no signed overflow on the way (make sanitize traps one). The tensors are
+ * addresses never touched. */
+TEST(layer_validation_sizes_do_not_overflow) {
+    static const int64_t P61 = (int64_t)1 << 61, P62 = (int64_t)1 << 62, P31 = (int64_t)1 << 31;
+    static const struct { int64_t Hk, Hv, Dk, Dv, slots; } bad[] = {
+        {1, 1, P61, P62, 1},           {1, P31, P61, P31, 1},     {1, 1, P62, P62, 1},   {1, 1, INT64_MAX, 1, 1},
+        {1, 1, 1, INT64_MAX, 1},       {P61, P62, 2, 1, 1},       {1, 1, P61, 1, 1},     {1, 1, 1, 1, INT64_MAX},
+        {1, 1, P61 - 1, P61 + 1, 1},   {INT64_MAX, INT64_MAX, 1, 1, 1}, {1, 2, P62, P61, 3}};
+    const int32_t cu[2] = {0, 1};
+    char *base = (char *)((uintptr_t)1 << 44); /* 64-byte aligned, far apart, never dereferenced */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        gdn_layer_args a;
+        memset(&a, 0, sizeof a);
+        a.B = 1, a.Hk = bad[i].Hk, a.Hv = bad[i].Hv, a.Dk = bad[i].Dk, a.Dv = bad[i].Dv, a.slots = bad[i].slots;
+        a.cu_seqlens = cu;
+        a.dtype = GDN_BF16;
+        void *const t[12] = {base, base + ((int64_t)1 << 40), base + ((int64_t)2 << 40), base + ((int64_t)3 << 40),
+                             base + ((int64_t)4 << 40), base + ((int64_t)5 << 40), base + ((int64_t)6 << 40),
+                             base + ((int64_t)7 << 40), base + ((int64_t)8 << 40), base + ((int64_t)9 << 40),
+                             base + ((int64_t)10 << 40), base + ((int64_t)11 << 40)};
+        a.qkv = t[0], a.z = t[1], a.alpha = t[2], a.beta = t[3], a.y = t[4], a.conv_w = t[5], a.dt_bias = t[6];
+        a.A = t[7], a.gamma = t[8], a.state = t[9], a.hist_in = t[10], a.hist_out = t[10], a.conv_bias = t[11];
+        const char *name = NULL;
+        const gdn_status routed = gdn_layer_route(&a, &name), run = gdn_layer(&a);
+        CHECK(routed == GDN_ERR_BAD_SIZE && run == GDN_ERR_BAD_SIZE, "shape %zu: route %d, layer %d (%s)", i,
+              (int)routed, (int)run, gdn_last_error());
+    }
+}
+
 /* Bad inputs: a status naming the field, and y and the pools untouched. */
 TEST(layer_bad_inputs_write_nothing) {
     const int32_t len[3] = {2, 3, 1};
@@ -515,7 +589,7 @@ TEST(layer_bad_inputs_write_nothing) {
     if (!lcase_init(&c, &g) || !lrun_init(&r, &c, 0)) { CHECK(0, "allocation"); return; }
     float *planes = malloc((c.n_y / 16 * 49 + 1) * sizeof(float));
     if (!planes) { CHECK(0, "allocation"); return; }
-    for (int which = 0; which < 18; ++which) {
+    for (int which = 0; which < 21; ++which) {
         lcase bad = c;
         gdn_layer_args a = lcase_args(&bad, &r);
         int32_t slot[3] = {1, 2, 3}, commit[3] = {2, 3, 1}, cu[4] = {0, 2, 5, 6};
@@ -541,6 +615,12 @@ TEST(layer_bad_inputs_write_nothing) {
         case 14: ck[1].slot = 4; want = GDN_ERR_OVERLAP; field = "args->checkpoints"; break;
         case 15: a.planes = (float *)r.y + 1; want = GDN_ERR_OVERLAP; field = "args->planes"; break;
         case 16: a.planes = (float *)((char *)planes + 2); want = GDN_ERR_ALIGNMENT; field = "args->planes"; break;
+        case 17: a.threads = -1; field = "args->threads = -1"; break;
+        case 18: a.threads = INT_MIN; field = "args->threads"; break;
+        case 19: /* an empty batch, as a binding passes it (an empty tensor's NULL data): the batch is named, not qkv */
+            cu[1] = cu[2] = cu[3] = 0, a.qkv = NULL, a.z = NULL, a.y = NULL;
+            field = "the batch is empty";
+            break;
         default: a.kernel = "nope"; want = GDN_ERR_UNKNOWN_KERNEL; field = "args->kernel"; break;
         }
         const gdn_status s = gdn_layer(&a);

@@ -181,6 +181,65 @@ TEST(layer_cuda_kernels_equal_cpu) {
     }
 }
 
+#if GDN_TESTING
+static int all_ff(const void *p, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i)
+        if (((const unsigned char *)p)[i] != 0xFF) return 0;
+    return 1;
+}
+
+/* A CUDA layer call that cannot get its memory (host or device: gdn__alloc_fail_at fails the n-th, for every n the
+ * call makes) returns GDN_ERR_OUT_OF_MEMORY with y and the pools as they were; with none failing, the bits of the call
+ * (tests/core/test_alloc_failure.c does the same on the CPU). A prefill with a partial commit and two checkpoints
+ * (under "fastest" on the chunked prefill), a run of decode steps, a verify; cuda_staged, the router, "fastest". */
+TEST(layer_cuda_alloc_failure_writes_nothing) {
+    if (gdn_device_count(GDN_BACKEND_CUDA) == 0) {
+        CHECK(1);
+        return;
+    }
+    lcase_cfg g;
+    memset(&g, 0, sizeof g);
+    g.Hk = 2, g.Hv = 4, g.Dk = 128, g.Dv = 128, g.dtype = GDN_BF16, g.B = 4, g.slots = 9, g.seed = 77, g.planes = 1;
+    g.len[0] = 70, g.len[1] = 1, g.len[2] = 1, g.len[3] = 9;
+    lcase c;
+    if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
+    c.commit[0] = 40, c.commit[3] = 0;
+    c.ck[0] = (gdn_layer_checkpoint){0, 64, 6}, c.ck[1] = (gdn_layer_checkpoint){0, 70, 7}, c.n_ck = 2;
+    const char *const kernels[3] = {"cuda_staged", NULL, "fastest"};
+    for (int k = 0; k < 3; ++k) {
+        lrun want, got;
+        if (!lrun_init(&want, &c, 0) || !lrun_init(&got, &c, 0)) { CHECK(0, "allocation"); return; }
+        gdn_cpu_release();
+        gdn__alloc_fail_at(0);
+        CHECK(run_cuda(&c, &want, 0, kernels[k], NULL) == GDN_OK, "%s: %s", kernels[k] ? kernels[k] : "routed",
+              gdn_last_error());
+        const int64_t count = gdn__alloc_count();
+        int bad = 0;
+        for (int64_t n = 1; n <= count + 1; ++n) {
+            lrun_free(&got);
+            if (!lrun_init(&got, &c, 0)) { CHECK(0, "allocation"); return; }
+            gdn_cpu_release();
+            gdn__alloc_fail_at(n);
+            const gdn_status s = run_cuda(&c, &got, 0, kernels[k], NULL);
+            gdn__alloc_fail_at(0);
+            const int ok = n <= count ? s == GDN_ERR_OUT_OF_MEMORY && all_ff(got.y, c.n_y * c.ds) &&
+                                            all_ff(got.planes, c.n_planes * 4) &&
+                                            memcmp(got.state, c.state, c.n_state * 4) == 0 &&
+                                            memcmp(got.hist_out, c.hist, c.n_hist * c.ds) == 0
+                                      : s == GDN_OK && lrun_equal(&c, &want, &got);
+            if (!ok && bad++ < 3)
+                CHECK(0, "%s: allocation %lld of %lld failing: status %d (%s)", kernels[k] ? kernels[k] : "routed",
+                      (long long)n, (long long)count, (int)s, gdn_last_error());
+        }
+        CHECK(bad == 0 && count >= 1, "%s: %d of %lld runs wrong", kernels[k] ? kernels[k] : "routed", bad,
+              (long long)count + 1);
+        if (getenv("GDN_TEST_VERBOSE")) printf("  %s: %lld allocations\n", kernels[k] ? kernels[k] : "routed", (long long)count);
+        lrun_free(&want), lrun_free(&got);
+    }
+    lcase_free(&c);
+}
+#endif
+
 /* max |x - ref| over max |ref| of n values (x as dtype dt: bf16 or f32); -1 when one is not finite. */
 static double rel_err(const void *x, gdn_dtype dt, const double *ref, size_t n) {
     double e = 0.0, m = 0.0;

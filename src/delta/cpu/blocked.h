@@ -644,11 +644,11 @@ static void blk_item(void *ctx, int64_t item, int worker) {
     if (!state_done) blk_blocks_out(job, b, h0, c0, nblk, S, 0, units);
 }
 
-/* The kernel. One workspace per call (per worker: an item's state and a chunk's rows), allocated before
- * anything is written. */
-static gdn_status blk_run(const gdn__problem *p) {
+/* The call's plan into *job and the threads it runs on; the bytes of its workspace (per worker: an item's state and
+ * a chunk's rows), or -1 when they cannot be counted (or Dk is too large). */
+static int64_t blk_plan(const gdn__problem *p, blk_job *job_out, int *threads_out) {
     const gdn_delta_args *a = &p->a;
-    if (a->Dk > BLK_MAX_DK) return GDN_ERR_INELIGIBLE;
+    if (a->Dk > BLK_MAX_DK) return -1;
     const int64_t G = p->group, Dk = a->Dk;
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
     blk_job job;
@@ -701,12 +701,28 @@ static gdn_status blk_run(const gdn__problem *p) {
     job.ws_stride = job.off_kv + (size_t)(job.hu * job.nb) * (sizeof(blk_part) / sizeof(float));
     int64_t ws_bytes = 0;
     if (!gdn__size_mul((int64_t)job.ws_stride, (int64_t)sizeof(float) * threads, &ws_bytes) || !gdn__size_fits(ws_bytes))
-        return GDN_ERR_OUT_OF_MEMORY;
-    size_t kept = 0; /* kept between calls (src/cpu/workspace.c) */
-    job.ws = gdn__ws_take((size_t)ws_bytes, &kept);
-    if (!job.ws) return GDN_ERR_OUT_OF_MEMORY;
-    gdn__parallel_for(p, a->B * a->Hk / job.nkh * job.groups, threads, blk_item, &job);
-    gdn__ws_give(job.ws, kept);
+        return -1;
+    *job_out = job;
+    *threads_out = threads;
+    return ws_bytes;
+}
+
+/* The workspace of the call's plan (blk_plan). */
+static int64_t blk_workspace(const gdn__problem *p) {
+    blk_job job;
+    int threads = 0;
+    return blk_plan(p, &job, &threads);
+}
+
+/* The kernel, in the call's workspace p->ws. */
+static gdn_status blk_run(const gdn__problem *p) {
+    blk_job job;
+    int threads = 0;
+    if (p->a.Dk > BLK_MAX_DK) return GDN_ERR_INELIGIBLE;
+    const int64_t ws_bytes = blk_plan(p, &job, &threads);
+    if (ws_bytes < 0 || !p->ws || p->ws_bytes < ws_bytes) return GDN_ERR_OUT_OF_MEMORY;
+    job.ws = p->ws;
+    gdn__parallel_for(p, p->a.B * p->a.Hk / job.nkh * job.groups, threads, blk_item, &job);
     return GDN_OK;
 }
 

@@ -33,6 +33,7 @@
 int gdn__delta_packed_avx2_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK && gdn__cpu_has_avx2_fma(); }
 int gdn__delta_packed_avx2_routed(const gdn__problem *p) { return gdn__delta_packed_avx2_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_avx2_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+int64_t gdn__delta_packed_avx2_workspace(const gdn__problem *p) { return blk_workspace(p); }
 
 gdn_status gdn__delta_packed_avx2(const gdn__problem *p, const gdn__variant *v) {
     (void)v; /* no variants */

@@ -35,6 +35,7 @@
 int gdn__delta_packed_avx512_eligible(const gdn__problem *p) { return p->a.Dk <= BLK_MAX_DK && gdn__cpu_has_avx512(); }
 int gdn__delta_packed_avx512_routed(const gdn__problem *p) { return gdn__delta_packed_avx512_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_avx512_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+int64_t gdn__delta_packed_avx512_workspace(const gdn__problem *p) { return blk_workspace(p); }
 
 gdn_status gdn__delta_packed_avx512(const gdn__problem *p, const gdn__variant *v) {
     (void)v; /* no variants */

@@ -47,6 +47,7 @@ static inline __attribute__((always_inline)) float dec_group_tree(__m512 p) {
 int gdn__delta_packed_decode_avx512_eligible(const gdn__problem *p) { return dec_args_fit(p) && gdn__cpu_has_avx512(); }
 int gdn__delta_packed_decode_avx512_routed(const gdn__problem *p) { return gdn__delta_packed_decode_avx512_eligible(p) && gdn__cpu_call_is_big(p); }
 const gdn__variant gdn__delta_packed_decode_avx512_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+int64_t gdn__delta_packed_decode_avx512_workspace(const gdn__problem *p) { return p ? 0 : -1; } /* none */
 
 gdn_status gdn__delta_packed_decode_avx512(const gdn__problem *p, const gdn__variant *v) {
     (void)v; /* no variants */

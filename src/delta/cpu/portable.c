@@ -126,6 +126,7 @@ int gdn__delta_portable_routed(const gdn__problem *p) {
 }
 
 const gdn__variant gdn__delta_portable_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
+int64_t gdn__delta_portable_workspace(const gdn__problem *p) { return blk_workspace(p); }
 
 gdn_status gdn__delta_portable(const gdn__problem *p, const gdn__variant *v) {
     (void)v; /* no variants */

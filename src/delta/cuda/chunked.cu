@@ -25,6 +25,7 @@
 
 #include <type_traits>
 
+#include "core/checked.h"
 #include "cuda/gdn_cuda.cuh"
 
 namespace {
@@ -849,53 +850,60 @@ int gdn__delta_cuda_chunked_routed(const gdn__problem *p) { return p == NULL; }
 
 const gdn__variant gdn__delta_cuda_chunked_variants[] = {{NULL, 0, 0, 0, 0, 0, 0, 0}};
 
-/* The sequences of a call, SEQS per launch pair: the dense form's B windows of T tokens (state entry b), or the
- * batch form's windows and slots (p as validated, before any split); a skipped sequence's y rows are zeroed.
- * take: gdn_internal.h. */
-gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) {
+/* The sequences b of a call with take[b] set (take NULL: every one), SEQS per launch pair: the dense form's B windows
+ * of T tokens (state entry b), or the batch form's windows and slots (p as validated, before any split). pass 0 only
+ * sizes: *most, the most chunks of one launch; pass 1 zeroes a skipped sequence's y rows and launches the others in
+ * the workspace ws. */
+static gdn_status chunked_walk(const gdn__problem *p, const uint8_t *take, int pass, uint8_t *ws, int64_t *most) {
     const gdn_delta_args *a = &p->a;
-    int64_t most = 0; /* the most chunks of one launch: the workspace's size */
-    for (int pass = 0; pass < 2; ++pass) {
-        uint8_t *ws = NULL;
-        if (pass == 1 && most > 0) { /* none when every sequence is skipped: their rows are only zeroed */
-            if (cudaMallocAsync((void **)&ws, (size_t)most * (size_t)a->Hv * WS_BYTES, (cudaStream_t)a->stream) !=
-                cudaSuccess) {
-                (void)cudaGetLastError();
-                return GDN_ERR_OUT_OF_MEMORY;
-            }
+    gdn_status s = GDN_OK;
+    chunk_seqs sq;
+    sq.n = 0, sq.chunk0[0] = 0;
+    auto flush = [&]() {
+        if (sq.n == 0 || s != GDN_OK) return;
+        if (pass == 0) *most = sq.chunk0[sq.n] > *most ? sq.chunk0[sq.n] : *most;
+        else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws) : launch<GDN_F16>(p, sq, ws);
+        sq.n = 0;
+    };
+    for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
+        if (take && !take[b]) continue;
+        const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
+        const int64_t len = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
+        const int64_t slot = a->state_slot ? a->state_slot[b] : b, chunks = (len + CH - 1) / CH;
+        if (slot < 0) {
+            if (pass == 1)
+                s = gdn__cuda_zero((char *)a->y + t0 * a->Hv * a->Dv * (int64_t)p->dtype_size,
+                                   (size_t)(len * a->Hv * a->Dv) * p->dtype_size, a->stream);
+            continue;
         }
-        gdn_status s = GDN_OK;
-        chunk_seqs sq;
-        sq.n = 0, sq.chunk0[0] = 0;
-        auto flush = [&]() { /* pass 0 sizes the workspace, pass 1 launches */
-            if (sq.n == 0 || s != GDN_OK) return;
-            if (pass == 0) most = sq.chunk0[sq.n] > most ? sq.chunk0[sq.n] : most;
-            else s = a->dtype == GDN_BF16 ? launch<GDN_BF16>(p, sq, ws) : launch<GDN_F16>(p, sq, ws);
-            sq.n = 0;
-        };
-        for (int64_t b = 0; b < a->B && s == GDN_OK; ++b) {
-            if (take && !take[b]) continue;
-            const int64_t t0 = a->cu_seqlens ? a->cu_seqlens[b] : b * a->T;
-            const int64_t len = a->cu_seqlens ? a->cu_seqlens[b + 1] - t0 : a->T;
-            const int64_t slot = a->state_slot ? a->state_slot[b] : b, chunks = (len + CH - 1) / CH;
-            if (slot < 0) {
-                if (pass == 1)
-                    s = gdn__cuda_zero((char *)a->y + t0 * a->Hv * a->Dv * (int64_t)p->dtype_size,
-                                       (size_t)(len * a->Hv * a->Dv) * p->dtype_size, a->stream);
-                continue;
-            }
-            if (sq.n == SEQS || sq.chunk0[sq.n] + chunks > INT32_MAX) flush(); /* a launch's chunks index in int */
-            sq.t0[sq.n] = t0, sq.len[sq.n] = (int32_t)len, sq.slot[sq.n] = (int32_t)slot;
-            sq.chunk0[sq.n + 1] = sq.chunk0[sq.n] + (int32_t)chunks;
-            ++sq.n;
-        }
-        flush();
-        if (pass == 1) {
-            const cudaError_t freed = ws ? cudaFreeAsync(ws, (cudaStream_t)a->stream) : cudaSuccess;
-            return s != GDN_OK ? s : freed == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
-        }
+        if (sq.n == SEQS || sq.chunk0[sq.n] + chunks > INT32_MAX) flush(); /* a launch's chunks index in int */
+        sq.t0[sq.n] = t0, sq.len[sq.n] = (int32_t)len, sq.slot[sq.n] = (int32_t)slot;
+        sq.chunk0[sq.n + 1] = sq.chunk0[sq.n] + (int32_t)chunks;
+        ++sq.n;
     }
-    return GDN_OK;
+    flush();
+    return s;
+}
+
+int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take) {
+    int64_t most = 0, bytes = 0;
+    (void)chunked_walk(p, take, 0, NULL, &most);
+    return gdn__size_mul(most, p->a.Hv, &bytes) && gdn__size_mul(bytes, (int64_t)WS_BYTES, &bytes) ? bytes : -1;
+}
+
+/* In the caller's device workspace where it has one large enough (p->dev_ws), else in one of its own, allocated
+ * before the first launch (none when every sequence is skipped: their rows are only zeroed). take: gdn_internal.h. */
+gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *take) {
+    const int64_t bytes = gdn__cuda_chunked_bytes(p, take);
+    if (bytes < 0) return GDN_ERR_OUT_OF_MEMORY;
+    uint8_t *ws = (uint8_t *)p->dev_ws, *own = NULL;
+    if (bytes > 0 && (!ws || p->dev_ws_bytes < bytes)) {
+        if (gdn__cuda_alloc((void **)&own, bytes, p->a.stream) != GDN_OK) return GDN_ERR_OUT_OF_MEMORY;
+        ws = own;
+    }
+    const gdn_status s = chunked_walk(p, take, 1, ws, NULL);
+    const gdn_status freed = own ? gdn__cuda_free(own, p->a.stream) : GDN_OK;
+    return s != GDN_OK ? s : freed;
 }
 
 gdn_status gdn__delta_cuda_chunked(const gdn__problem *p, const gdn__variant *v) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "gdn_internal.h"
 #include "gdn_testing.h"
 #include "layer/cpu/rows.h"
@@ -201,7 +202,9 @@ static void history_item(void *ctx, int64_t item, int worker) {
 gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_kernel) {
     const gdn_layer_args *a = &p->a;
     const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
-    const int64_t D = a->Dk > a->Dv ? a->Dk : a->Dv, prologue = 11 * D, history = 7 * HIST_CH;
+    const int64_t D = a->Dk > a->Dv ? a->Dk : a->Dv, history = 7 * HIST_CH;
+    int64_t prologue = 0; /* 11 D floats (checked: D may be near 2^60) */
+    if (!gdn__size_mul(11, D, &prologue)) return GDN_ERR_OUT_OF_MEMORY;
     stages st;
     memset(&st, 0, sizeof st);
     st.p = p;
@@ -209,10 +212,19 @@ gdn_status gdn__layer_cpu_stages(const gdn__layer_problem *p, const char *delta_
     st.pool.a.cpu_runner = a->cpu_runner;
     st.pool.threads = p->threads;
     st.per_worker = prologue > history ? prologue : history;
-    size_t kept = 0; /* the stages' buffers: kept between calls (src/cpu/workspace.c) */
-    float *buf = gdn__ws_take((size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), &kept);
-    st.seq_of = malloc((size_t)T * sizeof(int32_t));
-    st.scratch = malloc((size_t)(p->threads * st.per_worker) * sizeof(float));
+    /* the stages' buffers, 2 (qk + vv + gb) floats, kept between calls (src/cpu/workspace.c), and the workers'
+     * scratch: sizes that cannot be counted cannot be had */
+    int64_t floats = 0, buf_bytes = 0, scratch_bytes = 0;
+    if (!gdn__size_add(qk, vv, &floats) || !gdn__size_add(floats, gb, &floats) ||
+        !gdn__size_mul(floats, 2 * (int64_t)sizeof(float), &buf_bytes) || !gdn__size_fits(buf_bytes) ||
+        !gdn__size_mul(st.per_worker, (int64_t)sizeof(float), &scratch_bytes) ||
+        !gdn__size_mul(scratch_bytes, p->threads, &scratch_bytes) ||
+        !gdn__size_fits(scratch_bytes))
+        return GDN_ERR_OUT_OF_MEMORY;
+    size_t kept = 0;
+    float *buf = gdn__ws_take((size_t)buf_bytes, &kept);
+    st.seq_of = gdn__malloc((size_t)T * sizeof(int32_t));
+    st.scratch = gdn__malloc((size_t)scratch_bytes);
     if (!buf || !st.seq_of || !st.scratch) {
         gdn__ws_give(buf, kept);
         free(st.seq_of);

@@ -7,6 +7,7 @@
  *   planes     when asked for, a thread per column of y (as stored), its half warp's butterfly the per-16 sum.
  *   histories  a thread per (channel, checkpoint), then per (channel, sequence) of the committing sequences,
  *              after everything that reads hist_in, so hist_out may be hist_in. */
+#include "core/checked.h"
 #include "layer/cuda/layer.cuh"
 
 #define LAYER_WARPS 4       /* warps per block of the prologue and the epilogue */
@@ -151,19 +152,21 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
     const gdn_layer_args *a = &p->a;
     cudaStream_t stream = (cudaStream_t)a->stream;
     const int64_t T = p->T, qk = T * a->Hk * a->Dk, vv = T * a->Hv * a->Dv, gb = T * a->Hv;
-    float *buf = NULL;
-    if (cudaMallocAsync((void **)&buf, (size_t)(2 * qk + 2 * vv + 2 * gb) * sizeof(float), stream) != cudaSuccess) {
-        (void)cudaGetLastError();
+    /* 2 (qk + vv + gb) floats, and 4 (qk + vv + gb) bytes for the hand-off: sizes that cannot be counted cannot be had */
+    int64_t floats = 0, buf_bytes = 0, hand_bytes = 0;
+    if (!gdn__size_add(qk, vv, &floats) || !gdn__size_add(floats, gb, &floats) ||
+        !gdn__size_mul(floats, 2 * (int64_t)sizeof(float), &buf_bytes) || !gdn__size_mul(floats, 4, &hand_bytes) ||
+        !gdn__size_fits(buf_bytes))
         return GDN_ERR_OUT_OF_MEMORY;
-    }
+    float *buf = NULL;
+    if (gdn__cuda_alloc((void **)&buf, buf_bytes, stream) != GDN_OK) return GDN_ERR_OUT_OF_MEMORY;
     gdn__layer_buffers w = {buf, buf + qk, buf + 2 * qk, buf + 2 * qk + 2 * vv, buf + 2 * qk + 2 * vv + gb, buf + 2 * qk + vv,
                             NULL, NULL, NULL, NULL, NULL};
     /* "fastest" with a window the chunked prefill would take: the hand-off's buffers (cuda_chunked's shapes) */
     uint16_t *hand = NULL;
     if (p->chunked && p->max_len >= GDN_CHUNKED_MIN_T && a->Dk == 128 && a->Dv % 32 == 0) {
-        if (cudaMallocAsync((void **)&hand, (size_t)(2 * qk + 2 * vv) * 2 + (size_t)gb * 4, stream) != cudaSuccess) {
-            (void)cudaGetLastError();
-            (void)cudaFreeAsync(buf, stream);
+        if (gdn__cuda_alloc((void **)&hand, hand_bytes, stream) != GDN_OK) { /* bf16 q, k, v, o; f32 lg */
+            (void)gdn__cuda_free(buf, stream);
             return GDN_ERR_OUT_OF_MEMORY;
         }
         w.qh = hand, w.kh = hand + qk, w.vh = hand + 2 * qk, w.oh = hand + 2 * qk + vv;
@@ -198,8 +201,8 @@ gdn_status gdn__layer_cuda_staged(const gdn__layer_problem *p) {
             return cudaGetLastError() == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
         });
     if (s == GDN_OK) s = gdn__layer_cuda_histories(p);
-    const cudaError_t freed = cudaFreeAsync(buf, stream), freed_hand = hand ? cudaFreeAsync(hand, stream) : cudaSuccess;
-    return s != GDN_OK ? s : freed == cudaSuccess && freed_hand == cudaSuccess ? GDN_OK : GDN_ERR_DEVICE;
+    const gdn_status freed = gdn__cuda_free(buf, stream), freed_hand = gdn__cuda_free(hand, stream);
+    return s != GDN_OK ? s : freed != GDN_OK ? freed : freed_hand;
 }
 
 } /* extern "C" */
