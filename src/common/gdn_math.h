@@ -157,7 +157,7 @@ GDN_HD int gdn__round_safe(double y, uint32_t k) {
     return low - (0x10000000u - k) > 2u * k;
 }
 
-/* e^x for -87.4 < x < 89.5, relative error < 2^-49: x = k ln2/4 + r, |r| <= ln2/8 (k = rint(4x/ln2) from the
+/* e^x for -104 <= x < 89.5, relative error < 2^-49: x = k ln2/4 + r, |r| <= ln2/8 (k = rint(4x/ln2) from the
  * low bits of x 4/ln2 + 1.5 2^52; k ln2/4 = k L4_hi exactly, L4_hi having 43 bits), e^r by a degree-7 polynomial
  * (2^-50.3, dev/math_coeffs.py, Estrin: 3 dependent fmas), times 2^(k mod 4 / 4) (a double) 2^(k div 4). */
 GDN_HD double gdn__exp_fast_d(double x) {
@@ -255,10 +255,12 @@ enum { GDN__K_EXP = 48, GDN__K_LOG1P = 48, GDN__K_SIGMOID = 96, GDN__K_RSQRT = 1
 
 /* The fast paths with their fallbacks. */
 
+/* Below -87.33 e^x is subnormal as a float, rounded to a multiple of 2^-149: y + 2^-126 has that ulp, and its
+ * rounding test is y's (one ulp more for the addition's rounding). */
 GDN_HD float gdn__expf_fast(float x) {
-    if (x >= -87.33f && x <= 89.0f) {
+    if (x >= -104.0f && x <= 89.0f) {
         const double y = gdn__exp_fast_d((double)x);
-        if (gdn__round_safe(y, GDN__K_EXP)) return (float)y;
+        if (gdn__round_safe(x < -87.33f ? y + 0x1p-126 : y, GDN__K_EXP + 1)) return (float)y;
     } else if (x < -104.0f) {
         return 0.0f;
     }

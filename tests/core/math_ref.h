@@ -340,8 +340,8 @@ GDN_HD int gdn__ref_errors(int fn, float x, double err[2], int *falls_back) {
     uint32_t k;
     switch (fn) {
     case GDN_REF_EXPF:
-        if (!(xd >= -87.33 && xd <= 88.72)) return 0;
-        y[0] = gdn__exp_fast_d(xd), y[1] = gdn__exp_d(xd), ref = gdn__ref_exp(xd), k = GDN__K_EXP;
+        if (!(xd >= -104.0 && xd <= 88.72)) return 0;
+        y[0] = gdn__exp_fast_d(xd), y[1] = gdn__exp_d(xd), ref = gdn__ref_exp(xd), k = GDN__K_EXP + 1;
         break;
     case GDN_REF_LOG1PF:
         if (!(ax >= 0x1p-25 && xd > -1.0 && xd <= 0x1.fffffep127)) return 0;
@@ -367,7 +367,7 @@ GDN_HD int gdn__ref_errors(int fn, float x, double err[2], int *falls_back) {
         const double d = (y[i] - ref.hi) - ref.lo;
         err[i] = (d < 0 ? -d : d) / (ref.hi < 0 ? -ref.hi : ref.hi);
     }
-    *falls_back = !gdn__round_safe(y[0], k);
+    *falls_back = !gdn__round_safe(fn == GDN_REF_EXPF && xd < -87.33 ? y[0] + 0x1p-126 : y[0], k);
     return 1;
 }
 
