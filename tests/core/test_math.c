@@ -1,6 +1,8 @@
 /* The contract's scalar math (src/common/gdn_math.h) against double precision: ulp error over a sweep of the
- * whole float range, the special values, and the f16 / bf16 conversions (exhaustive where 16 bits allow,
- * round-to-nearest-even checked against an independent nearest-value search, ties included). */
+ * whole float range, the special values, the fast paths against the slow paths bit for bit and both against the
+ * correctly rounded reference (math_ref.h) on a sample (dev/math_exhaustive.cu runs all 2^32 inputs), and the
+ * f16 / bf16 conversions (exhaustive where 16 bits allow, round-to-nearest-even checked against an independent
+ * nearest-value search, ties included). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include "gdn_testing.h"
 #include "gdn_case.h"
 #include "harness.h"
+#include "math_ref.h"
 
 static uint32_t bits(float x) { return gdn__f32_bits(x); }
 
@@ -176,6 +179,261 @@ TEST(math_specials) {
     CHECK(gdn_raw_gate(0.0f, 0.0f, 0.0f) == gdn_expf(-0.693147181f));
     CHECK(gdn_raw_gate(200.0f, 0.0f, 0.0f) == 0.0f && gdn_raw_gate(-200.0f, 0.0f, 0.0f) == 1.0f);
     CHECK(isnan(gdn_raw_gate(nan_, 0.0f, 0.0f)));
+}
+
+/* ---- the fast paths, the slow paths and the correctly rounded reference ---- */
+
+/* dev/math_ref_cases.py: function, x, the correctly rounded f(x) (mpmath, 200 bits) */
+static const struct { int fn; uint32_t x, y; } ref_cases[] = {
+    {GDN_REF_EXPF, 0x33800000, 0x3f800001}, {GDN_REF_EXPF, 0xb3000000, 0x3f800000},
+    {GDN_REF_EXPF, 0x34000000, 0x3f800001}, {GDN_REF_EXPF, 0xb3800000, 0x3f7fffff},
+    {GDN_REF_EXPF, 0x34400000, 0x3f800002}, {GDN_REF_EXPF, 0xc2aeac50, 0x007fffe6},
+    {GDN_REF_EXPF, 0xc2cf0000, 0x00000001}, {GDN_REF_EXPF, 0x0da24260, 0x3f800000},
+    {GDN_REF_EXPF, 0xc2261e86, 0x2187c846}, {GDN_REF_EXPF, 0xc295b162, 0x0981bb88},
+    {GDN_REF_EXPF, 0x41abc285, 0x4efb89cb}, {GDN_REF_EXPF, 0xc2b3e5c5, 0x0009643a},
+    {GDN_REF_EXPF, 0xbf306a8f, 0x3f008408}, {GDN_REF_EXPF, 0xc205df8e, 0x27522c12},
+    {GDN_REF_EXPF, 0xc2b97575, 0x0000950f}, {GDN_REF_EXPF, 0xc0c55f41, 0x3b0957a9},
+    {GDN_REF_EXPF, 0x8f9f4b6b, 0x3f800000}, {GDN_REF_EXPF, 0x23c9a465, 0x3f800000},
+    {GDN_REF_EXPF, 0x92782213, 0x3f800000}, {GDN_REF_EXPF, 0x10c2d45a, 0x3f800000},
+    {GDN_REF_LOG1PF, 0x33800000, 0x33800000}, {GDN_REF_LOG1PF, 0x33000000, 0x33000000},
+    {GDN_REF_LOG1PF, 0xb3000000, 0xb3000000}, {GDN_REF_LOG1PF, 0x34400000, 0x343fffff},
+    {GDN_REF_LOG1PF, 0x35800000, 0x357ffff8}, {GDN_REF_LOG1PF, 0xbe95f5ae, 0xbeb17180},
+    {GDN_REF_LOG1PF, 0x3ed41355, 0x3eb171c3}, {GDN_REF_LOG1PF, 0x7149f2ca, 0x428a27b5},
+    {GDN_REF_LOG1PF, 0xbf7fffff, 0xc1851592}, {GDN_REF_LOG1PF, 0x000116c2, 0x000116c2},
+    {GDN_REF_LOG1PF, 0x49674f9a, 0x415c2f3a}, {GDN_REF_LOG1PF, 0x4919f619, 0x4155abe8},
+    {GDN_REF_LOG1PF, 0x490e5548, 0x41546a3e}, {GDN_REF_LOG1PF, 0x4771a51c, 0x413085ca},
+    {GDN_REF_LOG1PF, 0x490ef450, 0x41547c15}, {GDN_REF_LOG1PF, 0x4741b45d, 0x412cfc09},
+    {GDN_REF_LOG1PF, 0x4857e643, 0x4144e68f}, {GDN_REF_LOG1PF, 0x4907e787, 0x4153acef},
+    {GDN_REF_LOG1PF, 0x94af6a31, 0x94af6a31}, {GDN_REF_LOG1PF, 0x1545ec59, 0x1545ec59},
+    {GDN_REF_LOG1PF, 0x2be56168, 0x2be56168}, {GDN_REF_LOG1PF, 0x1319967c, 0x1319967c},
+    {GDN_REF_SOFTPLUSF, 0x41a00000, 0x41a00000}, {GDN_REF_SOFTPLUSF, 0xc184cccd, 0x3384a13e},
+    {GDN_REF_SOFTPLUSF, 0xc2aecccd, 0x00782140}, {GDN_REF_SOFTPLUSF, 0xc2cfcccd, 0x00000001},
+    {GDN_REF_SOFTPLUSF, 0x33800000, 0x3f317219}, {GDN_REF_SOFTPLUSF, 0x00000000, 0x3f317218},
+    {GDN_REF_SOFTPLUSF, 0xc0f4ff29, 0x39f7fef7}, {GDN_REF_SOFTPLUSF, 0x403756b8, 0x403ae2fe},
+    {GDN_REF_SOFTPLUSF, 0xc1d1dc7e, 0x2c8e721a}, {GDN_REF_SOFTPLUSF, 0xc1d36435, 0x2c6b4b95},
+    {GDN_REF_SOFTPLUSF, 0xc18d23cb, 0x32bb0cfd}, {GDN_REF_SOFTPLUSF, 0x412d2f19, 0x412d2f2e},
+    {GDN_REF_SOFTPLUSF, 0xc08b05d4, 0x3c53458a}, {GDN_REF_SOFTPLUSF, 0xc1326b31, 0x3770e4c4},
+    {GDN_REF_SOFTPLUSF, 0xaca82df9, 0x3f317218}, {GDN_REF_SOFTPLUSF, 0x20ca1748, 0x3f317218},
+    {GDN_REF_SOFTPLUSF, 0x37b7d234, 0x3f3172d0}, {GDN_REF_SOFTPLUSF, 0x92017425, 0x3f317218},
+    {GDN_REF_SIGMOIDF, 0x34c00000, 0x3f000001}, {GDN_REF_SIGMOIDF, 0x35600000, 0x3f000003},
+    {GDN_REF_SIGMOIDF, 0x35b00000, 0x3f000005}, {GDN_REF_SIGMOIDF, 0x35f00000, 0x3f000007},
+    {GDN_REF_SIGMOIDF, 0xb4400000, 0x3effffff}, {GDN_REF_SIGMOIDF, 0xb4e00000, 0x3efffffd},
+    {GDN_REF_SIGMOIDF, 0x34000000, 0x3f000000}, {GDN_REF_SIGMOIDF, 0x418a6666, 0x3f7fffff},
+    {GDN_REF_SIGMOIDF, 0xc2af0000, 0x006cb2bc}, {GDN_REF_SIGMOIDF, 0xc2cf0000, 0x00000001},
+    {GDN_REF_SIGMOIDF, 0xc1fdcbaf, 0x289641bc}, {GDN_REF_SIGMOIDF, 0x415c4937, 0x3f7fffee},
+    {GDN_REF_SIGMOIDF, 0xc0a581f2, 0x3bb8d496}, {GDN_REF_SIGMOIDF, 0xc27a45ba, 0x1254cba2},
+    {GDN_REF_SIGMOIDF, 0x41db61c0, 0x3f800000}, {GDN_REF_SIGMOIDF, 0xc2a94d8b, 0x026a8d9e},
+    {GDN_REF_SIGMOIDF, 0xc236937d, 0x1e8dfbd7}, {GDN_REF_SIGMOIDF, 0xbfc92cc8, 0x3e301ac7},
+    {GDN_REF_SIGMOIDF, 0x95ae98c7, 0x3f000000}, {GDN_REF_SIGMOIDF, 0x2402a0d8, 0x3f000000},
+    {GDN_REF_SIGMOIDF, 0xb624a932, 0x3effffeb}, {GDN_REF_SIGMOIDF, 0x9fa71f2d, 0x3f000000},
+    {GDN_REF_SILUF, 0x00010001, 0x00008001}, {GDN_REF_SILUF, 0x00010003, 0x00008002},
+    {GDN_REF_SILUF, 0x80010001, 0x80008000}, {GDN_REF_SILUF, 0x80010003, 0x80008001},
+    {GDN_REF_SILUF, 0x00800001, 0x00400001}, {GDN_REF_SILUF, 0x21800000, 0x21000000},
+    {GDN_REF_SILUF, 0x418a6666, 0x418a6666}, {GDN_REF_SILUF, 0xc2b40000, 0x81c8c18a},
+    {GDN_REF_SILUF, 0xc2d20000, 0x80000013}, {GDN_REF_SILUF, 0xc1b5daf7, 0xb15196f9},
+    {GDN_REF_SILUF, 0xc1c4e8b3, 0xb00a4750}, {GDN_REF_SILUF, 0xc222c5f2, 0xa4c748f2},
+    {GDN_REF_SILUF, 0x4113220b, 0x41131e39}, {GDN_REF_SILUF, 0x41b677e5, 0x41b677e5},
+    {GDN_REF_SILUF, 0xc2197808, 0xa67073cc}, {GDN_REF_SILUF, 0xc15a903c, 0xb785d77c},
+    {GDN_REF_SILUF, 0xc2b839d8, 0x806358bb}, {GDN_REF_SILUF, 0xb2cceba4, 0xb24ceba4},
+    {GDN_REF_SILUF, 0x9cb51865, 0x9c351865}, {GDN_REF_SILUF, 0xbca22bf9, 0xbc20910e},
+    {GDN_REF_SILUF, 0x8ed4c4b0, 0x8e54c4b0}, {GDN_REF_RSQRTF, 0x3f800001, 0x3f7fffff},
+    {GDN_REF_RSQRTF, 0x40800001, 0x3effffff}, {GDN_REF_RSQRTF, 0x7f7fffff, 0x1f800000},
+    {GDN_REF_RSQRTF, 0x00000001, 0x64b504f3}, {GDN_REF_RSQRTF, 0x00800000, 0x5f000000},
+    {GDN_REF_RSQRTF, 0x40000000, 0x3f3504f3}, {GDN_REF_RSQRTF, 0x40400000, 0x3f13cd3a},
+    {GDN_REF_RSQRTF, 0x006ce3ee, 0x5f0ac723}, {GDN_REF_RSQRTF, 0x708f9221, 0x26f1b838},
+    {GDN_REF_RSQRTF, 0x70f6bf9a, 0x26b861b5}, {GDN_REF_RSQRTF, 0x70c766a9, 0x26cd1b7d},
+    {GDN_REF_RSQRTF, 0x7030444f, 0x271a41c5}, {GDN_REF_RSQRTF, 0x70682f87, 0x2706676e},
+    {GDN_REF_RSQRTF, 0x71151c7e, 0x26a7b750}, {GDN_REF_RSQRTF, 0x70a0b5a8, 0x26e477a1},
+    {GDN_REF_RSQRTF, 0x7139264a, 0x269682d9}, {GDN_REF_RSQRTF, 0x27f86f76, 0x4b37c12d},
+    {GDN_REF_RSQRTF, 0x2575f7b2, 0x4c829596}, {GDN_REF_RSQRTF, 0x3c77f32f, 0x41020faf},
+    {GDN_REF_RSQRTF, 0x3b6e8d84, 0x41849925},
+};
+
+/* The reference (math_ref.h) against mpmath's correctly rounded values: hard cases (near midpoints, thresholds,
+ * subnormals) and random inputs, every one decided. */
+TEST(math_reference_against_mpmath) {
+    int wrong = 0, undecided = 0;
+    for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; ++i) {
+        int u = 0;
+        const float y = gdn__ref_call(ref_cases[i].fn, GDN_REF_CR, gdn__bits_f32(ref_cases[i].x), &u);
+        undecided += u;
+        if (bits(y) != ref_cases[i].y && wrong++ < 5)
+            printf("     %s(%08x): reference %08x, mpmath %08x\n", gdn__ref_name(ref_cases[i].fn), ref_cases[i].x,
+                   bits(y), ref_cases[i].y);
+    }
+    CHECK(wrong == 0 && undecided == 0, "%d wrong, %d undecided of %zu", wrong, undecided,
+          sizeof ref_cases / sizeof ref_cases[0]);
+}
+
+/* Every input where the slow path is not correctly rounded (dev/math_exhaustive.cu, all 2^32 inputs) but SiLU's
+ * subnormal ties: function, x, the slow path's result, the correctly rounded one. */
+static const struct { int fn; uint32_t x, slow, cr; } slow_not_cr[] = {
+    {GDN_REF_LOG1PF, 0x35400003, 0x353ffffe, 0x353fffff}, {GDN_REF_LOG1PF, 0x3710001b, 0x370ffff2, 0x370ffff3},
+    {GDN_REF_LOG1PF, 0x3ebe9143, 0x3ea20161, 0x3ea20160}, {GDN_REF_LOG1PF, 0x41078feb, 0x400fe5e8, 0x400fe5e7},
+    {GDN_REF_LOG1PF, 0x65d890d3, 0x4254d1f8, 0x4254d1f9}, {GDN_REF_LOG1PF, 0x6f31a8ec, 0x42845a88, 0x42845a89},
+    {GDN_REF_LOG1PF, 0xb53ffffd, 0xb5400002, 0xb5400001}, {GDN_REF_LOG1PF, 0xb70fffe5, 0xb710000e, 0xb710000d},
+    {GDN_REF_LOG1PF, 0xbb0ec8c4, 0xbb0ef0a4, 0xbb0ef0a5}, {GDN_REF_SOFTPLUSF, 0xbf7d0271, 0x3ea20161, 0x3ea20160},
+    {GDN_REF_SOFTPLUSF, 0xbf7d0272, 0x3ea20161, 0x3ea20160}, {GDN_REF_SOFTPLUSF, 0xc13aa6c6, 0x370ffff2, 0x370ffff3},
+    {GDN_REF_SIGMOIDF, 0x34c00000, 0x3f000002, 0x3f000001}, {GDN_REF_SIGMOIDF, 0x35600000, 0x3f000004, 0x3f000003},
+    {GDN_REF_SIGMOIDF, 0x35b00000, 0x3f000006, 0x3f000005}, {GDN_REF_SIGMOIDF, 0x35f00000, 0x3f000008, 0x3f000007},
+    {GDN_REF_SIGMOIDF, 0x36180000, 0x3f00000a, 0x3f000009}, {GDN_REF_SIGMOIDF, 0x36380000, 0x3f00000c, 0x3f00000b},
+    {GDN_REF_SIGMOIDF, 0x36580000, 0x3f00000e, 0x3f00000d}, {GDN_REF_SIGMOIDF, 0x36780000, 0x3f000010, 0x3f00000f},
+    {GDN_REF_SIGMOIDF, 0x368c0000, 0x3f000012, 0x3f000011}, {GDN_REF_SIGMOIDF, 0x369c0000, 0x3f000014, 0x3f000013},
+    {GDN_REF_SIGMOIDF, 0x36ac0000, 0x3f000016, 0x3f000015}, {GDN_REF_SIGMOIDF, 0x36bc0000, 0x3f000018, 0x3f000017},
+    {GDN_REF_SIGMOIDF, 0x36cc0000, 0x3f00001a, 0x3f000019}, {GDN_REF_SIGMOIDF, 0x36dc0000, 0x3f00001c, 0x3f00001b},
+    {GDN_REF_SIGMOIDF, 0x36ec0000, 0x3f00001e, 0x3f00001d}, {GDN_REF_SIGMOIDF, 0x36fc0000, 0x3f000020, 0x3f00001f},
+    {GDN_REF_SIGMOIDF, 0x37060000, 0x3f000022, 0x3f000021}, {GDN_REF_SIGMOIDF, 0x370e0000, 0x3f000024, 0x3f000023},
+    {GDN_REF_SIGMOIDF, 0x37160000, 0x3f000026, 0x3f000025}, {GDN_REF_SIGMOIDF, 0x371e0000, 0x3f000028, 0x3f000027},
+    {GDN_REF_SIGMOIDF, 0x372e0000, 0x3f00002c, 0x3f00002b}, {GDN_REF_SIGMOIDF, 0x37360000, 0x3f00002e, 0x3f00002d},
+    {GDN_REF_SIGMOIDF, 0x373e0000, 0x3f000030, 0x3f00002f}, {GDN_REF_SIGMOIDF, 0x37460000, 0x3f000032, 0x3f000031},
+    {GDN_REF_SIGMOIDF, 0x374e0000, 0x3f000034, 0x3f000033}, {GDN_REF_SIGMOIDF, 0x37560000, 0x3f000036, 0x3f000035},
+    {GDN_REF_SIGMOIDF, 0x375e0000, 0x3f000038, 0x3f000037}, {GDN_REF_SIGMOIDF, 0x37660000, 0x3f00003a, 0x3f000039},
+    {GDN_REF_SIGMOIDF, 0xb4400000, 0x3efffffe, 0x3effffff}, {GDN_REF_SIGMOIDF, 0xb4e00000, 0x3efffffc, 0x3efffffd},
+    {GDN_REF_SIGMOIDF, 0xb5300000, 0x3efffffa, 0x3efffffb}, {GDN_REF_SIGMOIDF, 0xb5700000, 0x3efffff8, 0x3efffff9},
+    {GDN_REF_SIGMOIDF, 0xb5980000, 0x3efffff6, 0x3efffff7}, {GDN_REF_SIGMOIDF, 0xb5b80000, 0x3efffff4, 0x3efffff5},
+    {GDN_REF_SIGMOIDF, 0xb5d80000, 0x3efffff2, 0x3efffff3}, {GDN_REF_SIGMOIDF, 0xb5f80000, 0x3efffff0, 0x3efffff1},
+    {GDN_REF_SIGMOIDF, 0xb60c0000, 0x3effffee, 0x3effffef}, {GDN_REF_SIGMOIDF, 0xb61c0000, 0x3effffec, 0x3effffed},
+    {GDN_REF_SIGMOIDF, 0xb62c0000, 0x3effffea, 0x3effffeb}, {GDN_REF_SIGMOIDF, 0xb63c0000, 0x3effffe8, 0x3effffe9},
+    {GDN_REF_SIGMOIDF, 0xb64c0000, 0x3effffe6, 0x3effffe7}, {GDN_REF_SIGMOIDF, 0xb65c0000, 0x3effffe4, 0x3effffe5},
+    {GDN_REF_SIGMOIDF, 0xb66c0000, 0x3effffe2, 0x3effffe3}, {GDN_REF_SIGMOIDF, 0xb67c0000, 0x3effffe0, 0x3effffe1},
+    {GDN_REF_SIGMOIDF, 0xb6860000, 0x3effffde, 0x3effffdf}, {GDN_REF_SIGMOIDF, 0xb68e0000, 0x3effffdc, 0x3effffdd},
+    {GDN_REF_SIGMOIDF, 0xb6960000, 0x3effffda, 0x3effffdb}, {GDN_REF_SIGMOIDF, 0xb69e0000, 0x3effffd8, 0x3effffd9},
+    {GDN_REF_SIGMOIDF, 0xb6a60000, 0x3effffd6, 0x3effffd7}, {GDN_REF_SIGMOIDF, 0xb6ae0000, 0x3effffd4, 0x3effffd5},
+    {GDN_REF_SIGMOIDF, 0xb6b60000, 0x3effffd2, 0x3effffd3}, {GDN_REF_SIGMOIDF, 0xb6be0000, 0x3effffd0, 0x3effffd1},
+    {GDN_REF_SIGMOIDF, 0xb6c60000, 0x3effffce, 0x3effffcf}, {GDN_REF_SIGMOIDF, 0xb6ce0000, 0x3effffcc, 0x3effffcd},
+    {GDN_REF_SIGMOIDF, 0xb6d60000, 0x3effffca, 0x3effffcb}, {GDN_REF_SIGMOIDF, 0xb6de0000, 0x3effffc8, 0x3effffc9},
+    {GDN_REF_SIGMOIDF, 0xb6e60000, 0x3effffc6, 0x3effffc7}, {GDN_REF_SIGMOIDF, 0xb6ee0000, 0x3effffc4, 0x3effffc5},
+    {GDN_REF_SIGMOIDF, 0xb6f60000, 0x3effffc2, 0x3effffc3}, {GDN_REF_SIGMOIDF, 0xb6fe0000, 0x3effffc0, 0x3effffc1},
+    {GDN_REF_SIGMOIDF, 0xb7570000, 0x3effff94, 0x3effff95}, {GDN_REF_SIGMOIDF, 0xb77b0000, 0x3effff82, 0x3effff83},
+    {GDN_REF_SIGMOIDF, 0xb77f0000, 0x3effff80, 0x3effff81}, {GDN_REF_SIGMOIDF, 0xb7818000, 0x3effff7e, 0x3effff7f},
+    {GDN_REF_SIGMOIDF, 0xb7838000, 0x3effff7c, 0x3effff7d}, {GDN_REF_SIGMOIDF, 0xba928601, 0x3effdb5e, 0x3effdb5f},
+};
+
+/* SiLU's: x/2 a tie between two subnormals (|x| < 2^-125, its last bit set) that the slow path rounds to even while
+ * the exact x/2 + x^2/4 - ... lies beyond it (up: x > 0, last two bits 01; toward 0: x < 0, 11). 2^23 inputs. */
+static int silu_tie(uint32_t u) { return (u & 0x7fffffffu) < 0x01000000u && (u & 3u) == (u >> 31 ? 3u : 1u); }
+
+/* Where the slow path (the functions' bits) is not correctly rounded: the list and SiLU's ties. Anything else is a
+ * defect. */
+static int known_not_cr(int fn, uint32_t u) {
+    if (fn == GDN_REF_SILUF) return silu_tie(u);
+    for (size_t i = 0; i < sizeof slow_not_cr / sizeof slow_not_cr[0]; ++i)
+        if (slow_not_cr[i].fn == fn && slow_not_cr[i].x == u) return 1;
+    return 0;
+}
+
+/* Each listed input: the fast and slow paths give the listed bits, and the reference decides the listed correctly
+ * rounded value (mpmath agrees: dev/math_ref_cases.py's cr()); SiLU's ties likewise, every 61st. */
+TEST(math_slow_path_exceptions) {
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof slow_not_cr / sizeof slow_not_cr[0]; ++i) {
+        float r[3];
+        const int flags = gdn__ref_check(slow_not_cr[i].fn, gdn__bits_f32(slow_not_cr[i].x), r);
+        const int ok =
+            flags == GDN_REF_SLOW_WRONG && bits(r[1]) == slow_not_cr[i].slow && bits(r[2]) == slow_not_cr[i].cr;
+        if (!ok && wrong++ < 5)
+            printf("     %s(%08x): fast %08x slow %08x CR %08x, flags %d\n", gdn__ref_name(slow_not_cr[i].fn),
+                   slow_not_cr[i].x, bits(r[0]), bits(r[1]), bits(r[2]), flags);
+    }
+    long ties = 0;
+    for (uint32_t m = 1; m < 0x01000000u; m += 4 * 61)
+        for (int s = 0; s < 2; ++s) {
+            const uint32_t u = s ? (m + 2) | 0x80000000u : m;
+            float r[3];
+            ++ties;
+            if (gdn__ref_check(GDN_REF_SILUF, gdn__bits_f32(u), r) != GDN_REF_SLOW_WRONG && wrong++ < 5)
+                printf("     siluf(%08x): fast %08x slow %08x CR %08x\n", u, bits(r[0]), bits(r[1]), bits(r[2]));
+        }
+    printf("     %zu listed inputs and %ld of SiLU's ties checked\n", sizeof slow_not_cr / sizeof slow_not_cr[0], ties);
+    CHECK(wrong == 0);
+}
+
+typedef struct math_tally {
+    long points, differ, not_cr, unknown_not_cr, undecided;
+} math_tally;
+
+static void math_point(int fn, uint32_t u, math_tally *t) {
+    const float x = gdn__bits_f32(u);
+    float r[3];
+    const int flags = gdn__ref_check(fn, x, r);
+    /* gdn_* (the fast path where GDN_MATH_FAST, else the slow one) has the slow path's bits too */
+    float g;
+    switch (fn) {
+    case GDN_REF_EXPF: g = gdn_expf(x); break;
+    case GDN_REF_LOG1PF: g = gdn_log1pf(x); break;
+    case GDN_REF_SOFTPLUSF: g = gdn_softplusf(x); break;
+    case GDN_REF_SIGMOIDF: g = gdn_sigmoidf(x); break;
+    case GDN_REF_SILUF: g = gdn_siluf(x); break;
+    default: g = gdn_rsqrtf(x); break;
+    }
+    const int differ = (flags & GDN_REF_NEW_DIFFERS) || bits(g) != bits(r[1]);
+    t->points++;
+    const char *name = gdn__ref_name(fn);
+    if (differ && t->differ++ < 5)
+        printf("     %s(%08x): fast %08x, gdn_ %08x, slow %08x\n", name, u, bits(r[0]), bits(g), bits(r[1]));
+    if (flags & GDN_REF_UNDECIDED && t->undecided++ < 5)
+        printf("     %s(%08x): the reference cannot decide\n", name, u);
+    if (flags & GDN_REF_SLOW_WRONG) {
+        t->not_cr++;
+        if (!known_not_cr(fn, u) && t->unknown_not_cr++ < 5)
+            printf("     %s(%08x): slow %08x, correctly rounded %08x\n", name, u, bits(r[1]), bits(r[2]));
+    }
+}
+
+/* Each function on every float whose bits are a multiple of the sweep's stride, 2^16 random bit patterns, every
+ * 64th subnormal, and the 4096 floats around each place where a path changes course (range limits of the fast
+ * paths and of the results, the slow paths' branches, the sigmoid's and SiLU's near-0 ties): the fast path has the
+ * slow path's bits everywhere, the slow path is correctly rounded but at the known exceptions. */
+static void check_fast_paths(int fn) {
+    math_tally t = {0, 0, 0, 0, 0};
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += sweep_stride()) math_point(fn, (uint32_t)u, &t);
+    harness_rng r = {99 + (uint64_t)fn};
+    for (int i = 0; i < 1 << 16; ++i) math_point(fn, (uint32_t)rng_u64(&r), &t);
+    for (uint32_t u = 0; u < 0x00800000u; u += 64) math_point(fn, u, &t), math_point(fn, u | 0x80000000u, &t);
+    const float centers[] = {0.0f,  0x1p-60f, 0x1p-25f, 0x1p-24f, 0x1p-23f,   3 * 0x1p-23f, 0x1p-20f, 1e-5f,
+                             0.29289f, 0.41421f, 1.0f,    17.33f,  17.5f,     20.0f,        87.0f,    87.33f,
+                             88.72283f, 89.0f,  103.97f,  104.0f,  120.0f,    0x1p-126f,    0x1p-125f, FLT_MAX};
+    for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c)
+        for (int s = 0; s < 2; ++s) {
+            const uint32_t mid = bits(s ? -centers[c] : centers[c]);
+            for (uint32_t d = 0; d < 4096; ++d) {
+                const uint32_t u = mid + d - 2048;
+                if (((u ^ mid) & 0x80000000u) == 0) math_point(fn, u, &t);
+            }
+        }
+    printf("     %-10s %ld inputs: %ld fast != slow, %ld slow not correctly rounded (%ld unexplained), %ld undecided\n",
+           gdn__ref_name(fn), t.points, t.differ, t.not_cr, t.unknown_not_cr, t.undecided);
+    CHECK(t.differ == 0 && t.unknown_not_cr == 0 && t.undecided == 0, "%s", gdn__ref_name(fn));
+}
+
+TEST(math_expf_fast_path) { check_fast_paths(GDN_REF_EXPF); }
+TEST(math_log1pf_fast_path) { check_fast_paths(GDN_REF_LOG1PF); }
+TEST(math_softplusf_fast_path) { check_fast_paths(GDN_REF_SOFTPLUSF); }
+TEST(math_sigmoidf_fast_path) { check_fast_paths(GDN_REF_SIGMOIDF); }
+TEST(math_siluf_fast_path) { check_fast_paths(GDN_REF_SILUF); }
+TEST(math_rsqrtf_fast_path) { check_fast_paths(GDN_REF_RSQRTF); }
+
+/* The raw gate through the fast paths against the slow ones on random (a, A_log, dt_bias) around a model's values
+ * and one in eight any bit pattern. */
+TEST(math_raw_gate_fast_path) {
+    harness_rng r = {5};
+    long differ = 0, n = test_quick() ? 1 << 16 : 1 << 20;
+    for (long i = 0; i < n; ++i) {
+        float v[3];
+        const float lo[3] = {-12.0f, -3.0f, -8.0f}, hi[3] = {12.0f, 4.5f, 3.0f};
+        for (int k = 0; k < 3; ++k) {
+            const uint64_t b = rng_u64(&r);
+            v[k] = (b & 7) == 0 ? gdn__bits_f32((uint32_t)(b >> 32)) : lo[k] + (hi[k] - lo[k]) * rng_uniform(&r);
+        }
+        const float fast = gdn__expf_fast(-(gdn__expf_fast(v[1]) * gdn__softplusf_fast(v[0] + v[2])));
+        const float slow = gdn__expf_slow(-(gdn__expf_slow(v[1]) * gdn__softplusf_slow(v[0] + v[2])));
+        const float g = gdn_raw_gate(v[0], v[1], v[2]);
+        if ((bits(fast) != bits(slow) || bits(g) != bits(slow)) && differ++ < 5)
+            printf("     gate(%08x, %08x, %08x): fast %08x, gdn_raw_gate %08x, slow %08x\n", bits(v[0]), bits(v[1]),
+                   bits(v[2]), bits(fast), bits(g), bits(slow));
+    }
+    printf("     %ld random triples: %ld differ\n", n, differ);
+    CHECK(differ == 0);
 }
 
 /* ---- f16 and bf16 ---- */
