@@ -5,7 +5,8 @@
 #                   the export check and the install test
 # and: make [all] (configure build/ and build everything), make sanitize (build/san: the suites under ASan + UBSan),
 # make tsan (build/tsan: the threaded, fork and layer-stage suites under ThreadSanitizer), make emu512 (build/emu:
-# the suites and dev/avx512_check with the AVX-512 kernels over dev/avx512_emu.h, for a CPU without AVX-512),
+# the suites and tests/avx512/avx512_check with the AVX-512 kernels over tests/avx512/avx512_emu.h, for a CPU
+# without AVX-512),
 # make fuzz (build/fuzz/fuzz_delta, fuzz_layer, fuzz_validate: libFuzzer, clang), make shared (build/pic/libgdn.so for python/ in a checkout),
 # make bench, make clean. Builds run -j$(nproc) (J=...). CUDA sources are compiled for sm_90 when nvcc is found;
 # GDN_CUDA=0 turns that off, GDN_CUDA=1 insists. CC=... picks the C compiler of a fresh build dir.
@@ -65,14 +66,14 @@ tsan:
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_cpu_kernels
 	GDN_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" ./build/tsan/test_gdn layer_sequences
 
-# The AVX-512 kernels on any x86 CPU: their files over the C emulation of dev/avx512_emu.h (GDN_AVX512_EMULATED),
-# the suites through ctest, then dev/avx512_check's sweep against ref
+# The AVX-512 kernels on any x86 CPU: their files over the C emulation of tests/avx512/avx512_emu.h
+# (GDN_AVX512_EMULATED), the suites through ctest, then tests/avx512/avx512_check's sweep against ref
 emu512:
 	$(call configure,build/emu,-DGDN_TESTING=ON -DGDN_CUDA=OFF -DGDN_AVX512_EMULATED=ON $(CC_OPT))
 	$(CMAKE) --build build/emu -j $(J)
 	@$(CTEST) --test-dir build/emu --output-on-failure -j $(J); status=$$?; \
 	    sh cmake/ctest_summary.sh build/emu; exit $$status
-	$(CC) -std=c11 -O2 -Iinclude dev/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check
+	$(CC) -std=c11 -O2 -Iinclude tests/avx512/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check
 	./build/emu/avx512_check
 
 # `make fuzz`: the libFuzzer targets over gdn_delta and gdn_layer, and over their validators alone with hostile

@@ -25,7 +25,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import gdn  # noqa: E402
+from libgdn import capi as gdn  # noqa: E402
 
 
 def inputs(T, Hk, Hv, D, gate, device, seed):

@@ -21,7 +21,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import gdn  # noqa: E402
+from libgdn import capi as gdn  # noqa: E402
 
 HK, HV, D, C = 16, 32, 128, 64
 

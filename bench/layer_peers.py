@@ -57,7 +57,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
-import gdn  # noqa: E402
+from libgdn import capi as gdn  # noqa: E402
 import hf_qwen3next  # noqa: E402
 
 EPS = 1e-6  # the module's rms_norm_eps; also the l2norm's (fla and transformers add 1e-6 under the root)

@@ -46,12 +46,7 @@ typedef struct source {
     uint64_t rng;
 } source;
 
-static inline uint64_t rng_next(source *s) {
-    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rng_next(source *s) { return gdn__splitmix64(&s->rng); }
 
 static inline unsigned payload_byte(source *s) {
     if (s->n == 0) return (unsigned)(rng_next(s) & 0xff);

@@ -188,8 +188,6 @@ gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *tak
 /* The device workspace gdn__cuda_chunked_sequences(p, take) takes, in bytes (-1: too many to count). */
 int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take);
 
-/* float64 oracle (tests only; src/gdn_testing.h has it by arguments): y and state_out as double. */
-gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out);
 
 /* ---- the contract's building blocks, shared by the C kernels ---- */
 

@@ -12,6 +12,15 @@
 extern "C" {
 #endif
 
+/* splitmix64, the one generator of the tests' (tests/harness.c), the CLI's (tools/gdn_cases.c) and the fuzz targets'
+ * (fuzz/fuzz_common.h) inputs: the next value of the stream whose state is *s. */
+static inline uint64_t gdn__splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 /* The recurrence of `args` in float64, plain sums and libm (tests/delta/test_oracle.c checks ref against it): y
  * [B, T, Hv, Dv] and state_out (NULL: not written; layout as args->state_layout) as double; args->y and
  * args->state_out are not written. Validates args as gdn_delta does; the dense form only (GDN_ERR_UNSUPPORTED for

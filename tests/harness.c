@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gdn_testing.h"
+
 #define HARNESS_MAX_TESTS 512
 
 typedef struct test_entry { const char *name; harness_fn fn; } test_entry;
@@ -48,12 +50,7 @@ static int selected(const char *name) {
     return !filter || (exact ? strcmp(name, filter) == 0 : strstr(name, filter) != NULL);
 }
 
-uint64_t rng_u64(harness_rng *r) {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t rng_u64(harness_rng *r) { return gdn__splitmix64(&r->s); }
 
 float rng_uniform(harness_rng *r) { return (float)(rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 

@@ -13,12 +13,7 @@
 #include "gdn_testing.h"
 #include "gdn_tool.h"
 
-uint64_t tool_rng_u64(tool_rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+uint64_t tool_rng_u64(tool_rng *r) { return gdn__splitmix64(&r->s); }
 
 double tool_rng_uniform(tool_rng *r) { return (double)(tool_rng_u64(r) >> 11) * 0x1.0p-53; }
 

@@ -80,16 +80,21 @@ double tool_median(double *x, int n);  /* sorts x */
 double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n);
 
 /* The machine's floors, measured on `threads` threads. */
-double tool_fma_peak_gflops(int threads);   /* tools/peak_avx2.c: FMA with the widest ISA (AVX-512, AVX2), 0 if none */
+double tool_fma_peak_gflops(int threads);   /* tools/peak.c: FMA with the widest ISA (AVX-512, AVX2), 0 if none */
 const char *tool_fma_peak_isa(void);        /* the ISA it measures: "AVX-512", "AVX2" or "none" */
-double tool_fma_peak_avx512_gflops(int threads); /* tools/peak_avx512.c: 0 without AVX-512 */
-/* The peak's harness (tools/peak_avx2.c): best of 3 trials of worker(&job) on every thread, job.iters iterations of
- * flops_per_iter each. */
+/* The peak's chains per ISA (tools/peak_avx2.c, tools/peak_avx512.c), which tools/peak.c runs on every thread, best
+ * of 3 trials: worker(&job) runs job.iters iterations of flops_per_iter each; NULL where the CPU lacks the ISA. */
 typedef struct tool_peak_job {
     int64_t iters;
     float sink; /* keeps the chains alive */
 } tool_peak_job;
-double tool_peak_trials(void *(*worker)(void *), int threads, int64_t iters, double flops_per_iter);
+typedef struct tool_peak_kernel {
+    void *(*worker)(void *); /* takes a tool_peak_job */
+    int64_t iters;           /* a trial's iterations */
+    double flops_per_iter;
+} tool_peak_kernel;
+const tool_peak_kernel *tool_fma_peak_avx512(void);
+const tool_peak_kernel *tool_fma_peak_avx2(void);
 double tool_copy_gbps(int threads);         /* memcpy of a large buffer, bytes read + written */
 size_t tool_llc_bytes(void);                /* last-level cache, 32 MiB when unknown */
 const char *tool_cpu_model(void);
@@ -106,7 +111,9 @@ double tool_cuda_copy_gbps(void);    /* device-to-device copy, bytes read + writ
 gdn_status tool_cuda_run(const tool_case *c, const char *name, int reps, void *y_out, float *state_out,
                          double *ms_median, int *slots);
 
-/* ---- the layer step (tools/gdn_layer.c, tools/gdn_layer_cuda.c) ---- */
+/* ---- the layer step (tools/gdn_layer.c, tools/gdn_layer_cases.c, tools/gdn_layer_cuda.c) ---- */
+
+enum { TOOL_LAYER_HK = 16, TOOL_LAYER_D = 128 }; /* the Qwen3.6 heads: Hk, and Dk = Dv */
 
 /* A layer case at the Qwen3.6 heads (Hk 16, D 128): B windows of n tokens, host buffers, pools of `slots` = B x
  * sets slots (sequence b of rotation r at slot r B + b; set 0 is what a checked call uses). */

@@ -1,36 +1,7 @@
-/* The machine's FMA floor: every thread runs independent chains of fused multiply-adds (enough to cover the FMA
- * latency on both pipes of current x86 cores), so the figure is issue-bound, not latency-bound. Measured with the
- * widest ISA the CPU has: AVX-512 (tools/peak_avx512.c) where present, else AVX2 here. Built with -mavx2 -mfma (this
- * file only); asks the CPU before running. */
-#include <pthread.h>
-
+/* The FMA floor with AVX2: every thread runs independent chains of fused multiply-adds (enough to cover the FMA
+ * latency on both pipes of current x86 cores), so the figure is issue-bound, not latency-bound. Built with -mavx2
+ * -mfma (this file only); asks the CPU, none where it lacks AVX2 or FMA. */
 #include "gdn_tool.h"
-
-/* Best of a few trials of `iters` iterations of `worker` on every thread, all started together (start-up is well
- * under 1% of a trial); flops_per_iter per thread and iteration. */
-double tool_peak_trials(void *(*worker)(void *), int threads, int64_t iters, double flops_per_iter) {
-    enum { MAX_THREADS = 256, TRIALS = 3 };
-    if (threads < 1) threads = 1;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    double best = 0.0;
-    for (int trial = 0; trial < TRIALS; ++trial) {
-        pthread_t tid[MAX_THREADS];
-        int started[MAX_THREADS];
-        tool_peak_job jobs[MAX_THREADS];
-        const double t0 = tool_now();
-        for (int t = 0; t < threads; ++t) {
-            jobs[t] = (tool_peak_job){iters, 0.0f};
-            started[t] = t > 0 && pthread_create(&tid[t], NULL, worker, &jobs[t]) == 0;
-        }
-        for (int t = 0; t < threads; ++t)
-            if (!started[t]) worker(&jobs[t]);
-        for (int t = 1; t < threads; ++t)
-            if (started[t]) pthread_join(tid[t], NULL);
-        const double gflops = (double)threads * (double)iters * flops_per_iter / (tool_now() - t0) * 1e-9;
-        if (gflops > best) best = gflops;
-    }
-    return best;
-}
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -66,25 +37,15 @@ static void *fma_worker(void *arg) {
     return NULL;
 }
 
-/* Trials of ~40 ms at the widest ISA. */
-double tool_fma_peak_gflops(int threads) {
-    const double wide = tool_fma_peak_avx512_gflops(threads);
-    if (wide > 0.0) return wide;
+/* Trials of ~40 ms. */
+const tool_peak_kernel *tool_fma_peak_avx2(void) {
+    static const tool_peak_kernel k = {fma_worker, (int64_t)1 << 24, FLOPS_PER_ITER};
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0.0;
-    return tool_peak_trials(fma_worker, threads, (int64_t)1 << 24, FLOPS_PER_ITER);
-}
-
-const char *tool_fma_peak_isa(void) {
-    __builtin_cpu_init();
-    return tool_fma_peak_avx512_gflops(-1) > 0.0                                  ? "AVX-512"
-           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "AVX2"
-                                                                                  : "none";
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &k : NULL;
 }
 
 #else
 
-double tool_fma_peak_gflops(int threads) { return threads < 0 ? -1.0 : 0.0; }
-const char *tool_fma_peak_isa(void) { return "none"; }
+const tool_peak_kernel *tool_fma_peak_avx2(void) { return NULL; }
 
 #endif

@@ -1,6 +1,6 @@
 /* The FMA floor with AVX-512: every thread runs 16 independent chains of 16-wide fused multiply-adds (32 zmm
  * registers hold them; two FMA pipes of latency 4 need 8), so the figure is issue-bound. Built with -mavx512f
- * -mavx512bw -mavx512vl -mavx512dq -mfma (this file only); asks the CPU before running, 0 where it lacks AVX-512. */
+ * -mavx512bw -mavx512vl -mavx512dq -mfma (this file only); asks the CPU, none where it lacks AVX-512. */
 #include "gdn_tool.h"
 
 #if defined(__AVX512F__) && defined(__FMA__)
@@ -24,19 +24,14 @@ static void *fma512_worker(void *arg) {
     return NULL;
 }
 
-/* threads < 0: only whether the CPU has it (1 or 0), nothing measured. */
-double tool_fma_peak_avx512_gflops(int threads) {
+const tool_peak_kernel *tool_fma_peak_avx512(void) {
+    static const tool_peak_kernel k = {fma512_worker, (int64_t)1 << 23, FLOPS_PER_ITER};
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) return 0.0;
-    if (threads < 0) return 1.0;
-    return tool_peak_trials(fma512_worker, threads, (int64_t)1 << 23, FLOPS_PER_ITER);
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") ? &k : NULL;
 }
 
 #else
 
-double tool_fma_peak_avx512_gflops(int threads) {
-    (void)threads;
-    return 0.0;
-}
+const tool_peak_kernel *tool_fma_peak_avx512(void) { return NULL; }
 
 #endif

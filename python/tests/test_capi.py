@@ -1,5 +1,5 @@
 """The C API layer: python/test_gdn_py.py (the structs against the C compiler, raw gdn_layer / gdn_delta calls on
-ctypes arrays) on the library the package loaded; the library's lookup; python/gdn.py, the old name."""
+ctypes arrays) on the library the package loaded; the library's lookup."""
 import os
 import subprocess
 import sys
@@ -64,19 +64,3 @@ def test_cpu_release_changes_no_bits():
     released = run()
     for a, b, c in zip(first, again, released):
         assert torch.equal(a, b) and torch.equal(a, c)
-
-
-def test_gdn_py_keeps_the_old_names():
-    sys.path.insert(0, PYTHON_DIR)
-    try:
-        import gdn
-    finally:
-        sys.path.remove(PYTHON_DIR)
-    assert gdn.DeltaArgs is capi.DeltaArgs and gdn.STATE_KV == capi.STATE_KV and gdn.load is capi.load
-    Hk, Hv, Dk, Dv = 1, 2, 16, 8
-    C = 2 * Hk * Dk + Hv * Dv
-    state, hist = torch.zeros(2 * Hv * Dk * Dv), torch.zeros(2 * C * 3)
-    y = gdn.layer(None, torch.randn(3 * C), torch.randn(3, Hv * Dv), torch.randn(3 * Hv), torch.randn(3 * Hv),
-                  torch.randn(C * 4), torch.ones(Hv), torch.ones(Dv), state, hist, A_log=torch.zeros(Hv), Hk=Hk,
-                  Hv=Hv, Dk=Dk, Dv=Dv, state_layout=gdn.STATE_KV)
-    assert y.shape == (3, Hv, Dv) and state.abs().sum() > 0

@@ -20,7 +20,7 @@ int gdn__cpu_has_fma(void) {
 }
 
 int gdn__cpu_has_avx512(void) {
-#if defined(GDN_AVX512_EMULATED) /* a testing build only: the AVX-512 kernels over dev/avx512_emu.h */
+#if defined(GDN_AVX512_EMULATED) /* a testing build only: the AVX-512 kernels over tests/avx512/avx512_emu.h */
     return 1;
 #elif defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();

@@ -13,7 +13,7 @@
  *              int64_t gdn__delta_<name>_workspace(const gdn__problem *p);  CPU only: the host workspace bytes its
  *                                                      run takes in p->ws (it allocates nothing); -1: too many
  * backend  CPU or CUDA (GDN_BACKEND_<backend>); a build without CUDA gets stubs of the CUDA kernels from this list
- * packed   1: a fast path that GDN_PACKED=0 routes around (the seed's kill switch)
+ * packed   1: a fast path that GDN_PACKED=0 routes around (the switch that turns them all off)
  * contract EXACT: the contract's bits (docs/CONTRACT.md), bitwise equal to ref; CHUNKED: the chunked contract
  *          (deterministic, batch- and split-invariant, within the float64 oracle's tolerance): never routed, run
  *          when the call names it or asks for "fastest" (GDN_CONTRACT_<contract>)

@@ -131,15 +131,18 @@ static double oracle_gate(const gdn_delta_args *a, int64_t b, int64_t t, int64_t
     }
 }
 
+/* The float64 recurrence of a validated problem, dense form: y and state_out (NULL: not written) as double. */
+static gdn_status oracle(const gdn__problem *p, double *y, double *state_out);
+
 gdn_status gdn__oracle_delta(const gdn_delta_args *args, double *y, double *state_out) {
     gdn__problem p;
     const gdn_status s = gdn__validate(args, &p);
     if (s == GDN_OK && (p.a.cu_seqlens || p.a.state_slot))
         return gdn__fail(GDN_ERR_UNSUPPORTED, "the oracle takes the dense form only (args->cu_seqlens, state_slot NULL)");
-    return s != GDN_OK ? s : gdn__delta_oracle(&p, y, state_out);
+    return s != GDN_OK ? s : oracle(&p, y, state_out);
 }
 
-gdn_status gdn__delta_oracle(const gdn__problem *p, double *y, double *state_out) {
+static gdn_status oracle(const gdn__problem *p, double *y, double *state_out) {
     const gdn_delta_args *a = &p->a;
     const int64_t Dk = a->Dk, Dv = a->Dv;
     int64_t bytes = 0; /* S [Dv][Dk], q, k, g [Dk] doubles */

@@ -1,5 +1,5 @@
-/* cuda_fused: the layer step for short windows (n <= 8) in one kernel, the second seed's plan on the contract's
- * arithmetic, spread over a thread-block cluster per (sequence, key head hk). D = Dk = Dv = 128.
+/* cuda_fused: the layer step for short windows (n <= 8) in one kernel, on the contract's arithmetic,
+ * spread over a thread-block cluster per (sequence, key head hk). D = Dk = Dv = 128.
  *
  * The cluster: the `group` = Hv / Hk value heads h = hk group + g of the key head, each split into S column
  * blocks (S = 8 / group rounded down to a power of two, CS = group S <= 8 blocks). Block (g, r) holds the state

@@ -6,10 +6,10 @@
  *
  *     cmake -S . -B build/emu -G Ninja -DGDN_TESTING=ON -DGDN_CUDA=OFF -DGDN_AVX512_EMULATED=ON &&
  *         cmake --build build/emu && ctest --test-dir build/emu
- *     cc -std=c11 -O2 -Iinclude dev/avx512_check.c build/emu/libgdn.a -lm -pthread -o build/emu/avx512_check &&
- *         build/emu/avx512_check */
-#ifndef GDN_DEV_AVX512_EMU_H
-#define GDN_DEV_AVX512_EMU_H
+ *     cc -std=c11 -O2 -Iinclude tests/avx512/avx512_check.c build/emu/libgdn.a -lm -pthread \
+ *         -o build/emu/avx512_check && build/emu/avx512_check */
+#ifndef GDN_TESTS_AVX512_EMU_H
+#define GDN_TESTS_AVX512_EMU_H
 
 #include <assert.h>
 #include <immintrin.h>

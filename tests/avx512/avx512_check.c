@@ -1,7 +1,7 @@
 /* The AVX-512 kernels (packed_avx512, packed_decode_avx512) against ref, bitwise, on a machine that has AVX-512.
  * Public API only. Refuses to pass where the kernels are not eligible (exit 2: nothing was checked).
  *
- *     make -j GDN_CUDA=0 lib && cc -std=c11 -O2 -Iinclude dev/avx512_check.c build/libgdn.a -lm -pthread \
+ *     make -j GDN_CUDA=0 lib && cc -std=c11 -O2 -Iinclude tests/avx512/avx512_check.c build/libgdn.a -lm -pthread \
  *         -o build/avx512_check && build/avx512_check
  *
  * Sweeps Dk, Dv, T, B, head ratios, dtypes, gate and beta kinds, masks, both state layouts, state in / none / in
