@@ -248,6 +248,20 @@ double tool_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double tool_time_on_threads(void *(*worker)(void *), void *jobs, size_t job_size, int threads) {
+    pthread_t tid[TOOL_MAX_THREADS];
+    int started[TOOL_MAX_THREADS];
+    char *job = jobs;
+    const double t0 = tool_now();
+    for (int t = 0; t < threads; ++t)
+        started[t] = t > 0 && pthread_create(&tid[t], NULL, worker, job + (size_t)t * job_size) == 0;
+    for (int t = 0; t < threads; ++t)
+        if (!started[t]) worker(job + (size_t)t * job_size);
+    for (int t = 1; t < threads; ++t)
+        if (started[t]) pthread_join(tid[t], NULL);
+    return tool_now() - t0;
+}
+
 double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n) {
     double num = 0.0, den = 0.0;
     for (int64_t i = 0; i < n; ++i) {
@@ -289,20 +303,12 @@ double tool_copy_gbps(int threads) {
     const size_t chunk = (bytes / (size_t)threads) & ~(size_t)4095;
     double best = 0.0;
     for (int trial = 0; trial < TRIALS; ++trial) {
-        pthread_t tid[MAX_THREADS];
-        int started[MAX_THREADS];
         copy_job jobs[MAX_THREADS];
-        const double t0 = tool_now();
         for (int t = 0; t < threads; ++t) {
             const size_t off = (size_t)t * chunk;
             jobs[t] = (copy_job){dst + off, src + off, t == threads - 1 ? bytes - off : chunk};
-            started[t] = t > 0 && pthread_create(&tid[t], NULL, copy_worker, &jobs[t]) == 0;
         }
-        for (int t = 0; t < threads; ++t)
-            if (!started[t]) copy_worker(&jobs[t]);
-        for (int t = 1; t < threads; ++t)
-            if (started[t]) pthread_join(tid[t], NULL);
-        const double gbps = 2.0 * (double)bytes / (tool_now() - t0) * 1e-9;
+        const double gbps = 2.0 * (double)bytes / tool_time_on_threads(copy_worker, jobs, sizeof jobs[0], threads) * 1e-9;
         if (gbps > best) best = gbps;
     }
     free(src);

@@ -75,6 +75,10 @@ int tool_usage_error(const char *cmd, const char *usage, const char *fmt, ...) _
 
 /* Time, statistics, comparison. */
 double tool_now(void);                 /* seconds, monotonic */
+/* Seconds for worker(jobs + t job_size) on threads t = 0 .. threads - 1 (<= TOOL_MAX_THREADS), all started together:
+ * t = 0 on the calling thread, and any thread that cannot be created too. */
+#define TOOL_MAX_THREADS 256
+double tool_time_on_threads(void *(*worker)(void *), void *jobs, size_t job_size, int threads);
 double tool_median(double *x, int n);  /* sorts x */
 /* sqrt(sum (x - o)^2 / sum o^2) of n elements; x read as `dtype` (f32 for states), o in double. */
 double tool_rel_l2(const void *x, gdn_dtype dtype, const double *o, int64_t n);

@@ -1,30 +1,20 @@
 /* The machine's FMA floor, measured with the widest ISA the CPU has: AVX-512 (tools/peak_avx512.c) where present,
  * else AVX2 (tools/peak_avx2.c): best of trials of their workers on every thread. */
-#include <pthread.h>
 
 #include "gdn_tool.h"
 
 /* Best of a few trials of k->iters iterations of k->worker on every thread, all started together (start-up is well
  * under 1% of a trial); k->flops_per_iter per thread and iteration. */
 static double peak_trials(const tool_peak_kernel *k, int threads) {
-    enum { MAX_THREADS = 256, TRIALS = 3 };
+    enum { TRIALS = 3 };
     if (threads < 1) threads = 1;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > TOOL_MAX_THREADS) threads = TOOL_MAX_THREADS;
     double best = 0.0;
     for (int trial = 0; trial < TRIALS; ++trial) {
-        pthread_t tid[MAX_THREADS];
-        int started[MAX_THREADS];
-        tool_peak_job jobs[MAX_THREADS];
-        const double t0 = tool_now();
-        for (int t = 0; t < threads; ++t) {
-            jobs[t] = (tool_peak_job){k->iters, 0.0f};
-            started[t] = t > 0 && pthread_create(&tid[t], NULL, k->worker, &jobs[t]) == 0;
-        }
-        for (int t = 0; t < threads; ++t)
-            if (!started[t]) k->worker(&jobs[t]);
-        for (int t = 1; t < threads; ++t)
-            if (started[t]) pthread_join(tid[t], NULL);
-        const double gflops = (double)threads * (double)k->iters * k->flops_per_iter / (tool_now() - t0) * 1e-9;
+        tool_peak_job jobs[TOOL_MAX_THREADS];
+        for (int t = 0; t < threads; ++t) jobs[t] = (tool_peak_job){k->iters, 0.0f};
+        const double seconds = tool_time_on_threads(k->worker, jobs, sizeof jobs[0], threads);
+        const double gflops = (double)threads * (double)k->iters * k->flops_per_iter / seconds * 1e-9;
         if (gflops > best) best = gflops;
     }
     return best;
