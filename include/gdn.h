@@ -81,6 +81,12 @@ typedef enum gdn_state_layout {
     GDN_STATE_KV = 1  /* [B, Hv, Dk, Dv]: each key row's Dv values contiguous (flash-linear-attention) */
 } gdn_state_layout;
 
+/* How value heads map onto key heads when Hk < Hv (G = Hv / Hk): value head h reads q/k head */
+typedef enum gdn_head_map {
+    GDN_HEADS_GROUPED = 0, /* h / G: each key head's G value heads adjacent (transformers, fla, FlashInfer, vLLM) */
+    GDN_HEADS_TILED = 1    /* h % Hk: the key heads tiled G times (ggml / llama.cpp) */
+} gdn_head_map;
+
 typedef enum gdn_backend {
     GDN_BACKEND_CPU = 0, /* every pointer is host memory */
     GDN_BACKEND_CUDA = 1 /* every pointer is device memory of the current CUDA device; runs on `stream` */
@@ -128,7 +134,9 @@ typedef struct gdn_delta_args {
     const int32_t *state_slot;    /* NULL: sequence b's state is entry b. Else [B], host: its slot in the pools */
     int64_t slots;                /* with state_slot or state_slot_device: the pools' first dimension (>= 1); else 0 */
     const int32_t *state_slot_device; /* CUDA: NULL, or [B] int32 in device memory, read by the kernel (below) */
-    uint64_t reserved[7];         /* must be zero: room for fields of later versions */
+    gdn_dtype state_dtype;        /* of state_in and state_out; GDN_F32 (0) */
+    gdn_head_map head_map;        /* GDN_HEADS_GROUPED (0) or GDN_HEADS_TILED */
+    uint64_t reserved[6];         /* must be zero: room for fields of later versions */
 } gdn_delta_args;
 
 /* The batch form: a serving engine's varlen batch over a pool of states (flash-linear-attention's cu_seqlens and
@@ -260,7 +268,9 @@ typedef struct gdn_layer_args {
     const gdn_cpu_runner *cpu_runner;
     float *planes;                /* NULL: none; else f32 [3, T, Hv Dv] then [T, Hv Dv / 16]: y pre-scaled for a
                                    * packed-weight matvec and its per-16 sums (docs/API.md, "Planes"); Dv % 16 == 0 */
-    uint64_t reserved[7];         /* must be zero */
+    gdn_dtype state_dtype;        /* of the state pool; GDN_F32 (0) */
+    gdn_head_map head_map;        /* GDN_HEADS_GROUPED (0) or GDN_HEADS_TILED */
+    uint64_t reserved[6];         /* must be zero */
 } gdn_layer_args;
 
 /* Runs the layer step over the batch. CUDA calls are asynchronous on the stream; host arrays (cu_seqlens, slot,

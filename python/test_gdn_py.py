@@ -31,7 +31,8 @@ LP64 = {
                              "scale": 152, "out_gate": 156, "slots": 160, "state_layout": 168, "state": 176,
                              "hist_in": 184, "hist_out": 192, "slot": 200, "commit": 208, "fresh": 216,
                              "checkpoints": 224, "n_checkpoints": 232, "backend": 240, "stream": 248, "kernel": 256,
-                             "threads": 264, "cpu_runner": 272, "planes": 280, "reserved": 288}),
+                             "threads": 264, "cpu_runner": 272, "planes": 280, "state_dtype": 288,
+                             "head_map": 292, "reserved": 296}),
     "gdn_layer_checkpoint": (12, {"seq": 0, "after": 4, "slot": 8}),
 }
 STRUCTS = [("gdn_layer_args", capi.LayerArgs), ("gdn_layer_checkpoint", capi.LayerCheckpoint),

@@ -94,6 +94,8 @@ gdn_status gdn__delta_execute(gdn__delta_call *c, void *ws, void *dev_ws); /* ws
 gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backend backend, const uint64_t *reserved,
                                               int n_reserved);
 gdn_status gdn__check_threads_heads(int threads, int64_t Hk, int64_t Hv);
+/* state_dtype and head_map: known enums, and those this build runs */
+gdn_status gdn__check_state_dtype_head_map(gdn_dtype state_dtype, gdn_head_map head_map);
 gdn_status gdn__validate_runner(const gdn_cpu_runner *runner);
 /* A tensor pointer and its element's bytes; GDN_ERR_ALIGNMENT naming the first that is not aligned (NULL is). */
 typedef struct gdn__aligned {

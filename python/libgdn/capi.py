@@ -35,7 +35,8 @@ class DeltaArgs(ctypes.Structure):
         ("scale", ctypes.c_float), ("backend", ctypes.c_int), ("stream", ctypes.c_void_p),
         ("kernel", ctypes.c_char_p), ("threads", ctypes.c_int), ("cpu_runner", ctypes.c_void_p),
         ("cu_seqlens", ctypes.c_void_p), ("state_slot", ctypes.c_void_p), ("slots", ctypes.c_int64),
-        ("state_slot_device", ctypes.c_void_p), ("reserved", ctypes.c_uint64 * 7),
+        ("state_slot_device", ctypes.c_void_p), ("state_dtype", ctypes.c_int), ("head_map", ctypes.c_int),
+        ("reserved", ctypes.c_uint64 * 6),
     ]
 
 
@@ -73,7 +74,8 @@ class LayerArgs(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("cpu_runner", ctypes.c_void_p),
         ("planes", ctypes.c_void_p),
-        ("reserved", ctypes.c_uint64 * 7),
+        ("state_dtype", ctypes.c_int), ("head_map", ctypes.c_int),
+        ("reserved", ctypes.c_uint64 * 6),
     ]
 
 

@@ -14,6 +14,19 @@ gdn_status gdn__check_layout_backend_reserved(gdn_state_layout layout, gdn_backe
     return GDN_OK;
 }
 
+gdn_status gdn__check_state_dtype_head_map(gdn_dtype state_dtype, gdn_head_map head_map) {
+    if ((unsigned)state_dtype > GDN_BF16)
+        return gdn__fail(GDN_ERR_BAD_ENUM, "args->state_dtype = %d: not a gdn_dtype", (int)state_dtype);
+    if ((unsigned)head_map > GDN_HEADS_TILED)
+        return gdn__fail(GDN_ERR_BAD_ENUM, "args->head_map = %d: not a gdn_head_map", (int)head_map);
+    if (state_dtype != GDN_F32)
+        return gdn__fail(GDN_ERR_UNSUPPORTED, "args->state_dtype = %s: this build takes f32 states only",
+                         state_dtype == GDN_BF16 ? "GDN_BF16" : "GDN_F16");
+    if (head_map != GDN_HEADS_GROUPED)
+        return gdn__fail(GDN_ERR_UNSUPPORTED, "args->head_map = GDN_HEADS_TILED: this build maps heads grouped only");
+    return GDN_OK;
+}
+
 gdn_status gdn__check_threads_heads(int threads, int64_t Hk, int64_t Hv) {
     if (threads < 0) return gdn__fail(GDN_ERR_BAD_SIZE, "args->threads = %d: must be 0 (all) or more", threads);
     if (Hv % Hk != 0)

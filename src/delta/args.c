@@ -63,7 +63,8 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
         return FAIL(GDN_ERR_BAD_ENUM, "args->gate_kind = %d: not a gdn_gate_kind", (int)a->gate_kind);
     if ((unsigned)a->beta_kind > GDN_BETA_LOGIT)
         return FAIL(GDN_ERR_BAD_ENUM, "args->beta_kind = %d: not a gdn_beta_kind", (int)a->beta_kind);
-    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 7);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 6);
+    if (shared == GDN_OK) shared = gdn__check_state_dtype_head_map(a->state_dtype, a->head_map);
     if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {{"B", a->B},   {"T", a->T},   {"Hk", a->Hk},
                                                                  {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}};

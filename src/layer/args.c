@@ -82,7 +82,8 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     if ((unsigned)a->dtype > GDN_BF16) return FAIL(GDN_ERR_BAD_ENUM, "args->dtype = %d: not a gdn_dtype", (int)a->dtype);
     if ((unsigned)a->out_gate > GDN_OUT_GATE_SIGMOID)
         return FAIL(GDN_ERR_BAD_ENUM, "args->out_gate = %d: not a gdn_out_gate", (int)a->out_gate);
-    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 7);
+    gdn_status shared = gdn__check_layout_backend_reserved(a->state_layout, a->backend, a->reserved, 6);
+    if (shared == GDN_OK) shared = gdn__check_state_dtype_head_map(a->state_dtype, a->head_map);
     if (shared != GDN_OK) return shared;
     const struct { const char *name; int64_t value; } sizes[] = {
         {"B", a->B}, {"Hk", a->Hk}, {"Hv", a->Hv}, {"Dk", a->Dk}, {"Dv", a->Dv}, {"slots", a->slots}};

@@ -23,7 +23,8 @@ TEST(api_last_error_names_the_field) {
             {"args->Dv", GDN_ERR_BAD_SIZE}, {"args->beta", GDN_ERR_NULL_POINTER}, {"args->gate_kind", GDN_ERR_BAD_ENUM},
             {"args->y overlaps args->v", GDN_ERR_OVERLAP}, {"args->reserved[5]", GDN_ERR_RESERVED},
             {"args->kernel", GDN_ERR_UNKNOWN_KERNEL}, {"no such variant", GDN_ERR_UNKNOWN_KERNEL},
-            {"args->state_out", GDN_ERR_ALIGNMENT}, {"args->cpu_runner->parallel_for", GDN_ERR_NULL_POINTER}};
+            {"args->state_out", GDN_ERR_ALIGNMENT}, {"args->state_dtype", GDN_ERR_BAD_ENUM},
+            {"args->head_map", GDN_ERR_BAD_ENUM}, {"args->cpu_runner->parallel_for", GDN_ERR_NULL_POINTER}};
         const gdn_cpu_runner broken = {NULL, NULL, 2, {NULL}};
         for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); ++i) {
             gdn_delta_args a = case_args(&c);
@@ -37,6 +38,8 @@ TEST(api_last_error_names_the_field) {
             case 5: a.kernel = "no_such_kernel"; break;
             case 6: a.kernel = "ref:fastest"; break;
             case 7: a.state_out = (float *)((char *)s + 2); break;
+            case 8: a.state_dtype = (gdn_dtype)7; break;
+            case 9: a.head_map = (gdn_head_map)2; break;
             default: a.cpu_runner = &broken; break;
             }
             const gdn_status st = gdn_delta(&a);
@@ -52,6 +55,10 @@ TEST(api_last_error_names_the_field) {
     free(s);
     case_free(&c);
 }
+
+/* The fields that took reserved words keep the structs' size (the ABI of builds against an older header). */
+_Static_assert(sizeof(gdn_delta_args) == 296, "gdn_delta_args changed size");
+_Static_assert(sizeof(gdn_layer_args) == 344, "gdn_layer_args changed size");
 
 TEST(api_variants_listed_and_named) {
     int listed = 0;
