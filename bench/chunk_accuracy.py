@@ -9,9 +9,11 @@ direct beta (FLA's convention), f32 initial state (KV), scale 1/sqrt(Dk); T in -
     huge       g = -50 u                       (decays down to e^-50)
 The reference is the recurrence in float64 on the same (rounded) inputs, token by token:
     S <- exp(g) S;  S <- S + k (beta (v - S^T k))^T;  o = S^T q * scale
-Errors: max |x - ref| / max |ref| over y and the final state, and whether the output is finite; beside them the
-error of the reference's y rounded to bf16 (the outputs' own rounding, a floor for every kernel). FLA is
-optional (its kernels need CUDA); without a GPU (--device cpu) libgdn's CPU kernels run against the reference.
+Errors: max |x - ref| / max |ref| over y and the final state (and the relative L2 norm of the difference), and whether
+the output is finite; beside them the error of the reference's y rounded to bf16 (the outputs' own rounding, a floor
+for every kernel). FLA and FlashInfer (flashinfer.gdn_prefill.chunk_gated_delta_rule) are optional (their kernels
+need CUDA; --peers DIR: bench/peer_wheels.sh's install folder); without a GPU (--device cpu) libgdn's CPU kernels run
+against the reference.
 
     PYTHONPATH=/tmp/site python3 bench/chunk_accuracy.py --out results.json     # the GPU machine, fla installed
     python3 bench/chunk_accuracy.py --device cpu --small --T 64 256             # anywhere
@@ -90,10 +92,35 @@ def fla_fns():
     return {"fla_chunk": call(chunk_gated_delta_rule), "fla_fused_recurrent": call(fused_recurrent_gated_delta_rule)}
 
 
+def flashinfer_fn():
+    """FlashInfer's Hopper prefill (flashinfer.gdn_prefill.chunk_gated_delta_rule): packed [T, H, D] tensors with
+    cu_seqlens, the gate as alpha = exp(g), f32 beta, states [N, Hv, V, K] (ours transposed)."""
+    try:
+        from flashinfer.gdn_prefill import chunk_gated_delta_rule
+    except Exception as exc:  # noqa: BLE001
+        print("FlashInfer not available (%s)" % exc)
+        return {}
+
+    def run(s, scale):
+        T = s["q"].shape[1]
+        cu = torch.tensor([0, T], dtype=torch.int64, device=s["q"].device)
+        o, ht = chunk_gated_delta_rule(s["q"][0], s["k"][0], s["v"][0], g=torch.exp(s["g"][0]), beta=s["beta"][0],
+                                       scale=scale, initial_state=s["h0"].transpose(-1, -2).contiguous(),
+                                       output_final_state=True, cu_seqlens=cu)
+        torch.cuda.synchronize()
+        return o[None], ht.transpose(-1, -2)
+    return {"flashinfer_chunk": run}
+
+
 def error(x, ref):
     x = x.double().cpu()
     finite = bool(torch.isfinite(x).all())
     return (((x - ref).abs().max() / ref.abs().max()).item() if finite else math.inf), finite
+
+
+def rel_l2(x, ref):
+    x = x.double().cpu()
+    return ((x - ref).norm() / ref.norm()).item() if bool(torch.isfinite(x).all()) else None
 
 
 def main():
@@ -103,7 +130,11 @@ def main():
     ap.add_argument("--T", type=int, nargs="+", default=[64, 512, 2048])
     ap.add_argument("--lib", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--peers", default="/tmp/peers", help="where bench/peer_wheels.sh installed the peers")
     opt = ap.parse_args()
+    if os.path.isdir(opt.peers):
+        import site
+        site.addsitedir(opt.peers)  # its .pth file finds cutlass
     Hk, Hv, D = (2, 4, 32) if opt.small else (16, 32, 128)
     scale, cuda = D ** -0.5, opt.device == "cuda"
     lib = gdn.load(opt.lib)
@@ -111,6 +142,7 @@ def main():
     if cuda:
         impls["libgdn_chunked"] = lambda s, sc: libgdn(lib, s, Hk, Hv, D, sc, cuda, "cuda_chunked")
         impls.update(fla_fns())
+        impls.update(flashinfer_fn())
     rows = []
     print("%-8s %6s  %-20s %12s %12s  %s" % ("gate", "T", "implementation", "y err", "state err", "finite"))
     for gate in ("ordinary", "zero", "huge"):
@@ -128,9 +160,12 @@ def main():
                     continue
                 ey, fy = error(y, y_ref)
                 es, fs = error(st, s_ref)
+                ly, ls = rel_l2(y, y_ref), rel_l2(st, s_ref)
                 rows.append(dict(gate=gate, T=T, impl=name, y_err=ey if fy else None, state_err=es if fs else None,
-                                 finite=fy and fs))
-                print("%-8s %6d  %-20s %12.3e %12.3e  %s" % (gate, T, name, ey, es, fy and fs))
+                                 y_rel_l2=ly, state_rel_l2=ls, finite=fy and fs))
+                print("%-8s %6d  %-20s %12.3e %12.3e  %s   rel L2 y %s state %s" % (
+                    gate, T, name, ey, es, fy and fs, "%.2e" % ly if ly is not None else "-",
+                    "%.2e" % ls if ls is not None else "-"))
     if opt.out:
         with open(opt.out, "w") as f:
             json.dump(dict(shape=dict(B=1, Hk=Hk, Hv=Hv, D=D), device=opt.device, rows=rows), f, indent=1)

@@ -15,6 +15,8 @@ sets that together exceed L2 several times. Rows:
                     state indices), the gate and sigmoid in its kernel
   libgdn_fla        libgdn's fla-compatible name with vLLM's pool convention (ssm_state_indices, in place), f32 a and b
   libgdn_fla_bf16ab the same with bf16 a and b (the package widens them to f32 first: one more kernel)
+  libgdn_fla_bf16pool  libgdn_fla on a bf16 pool, taken as it is (the state widened once at the start of the call and
+                    rounded once where stored; its floor is the bf16 pool's bytes), beside flashinfer_bf16
   libgdn_vllm       decode as vLLM calls it: packed [1, B] tokens with cu_seqlens and ssm_state_indices on the GPU
   libgdn_dense      gdn_delta's dense call through the C API on the same slot (B = 1 only)
 The copy bandwidth (bytes read + written) and a trivial kernel's cost per call are measured beside them; `floor` is
@@ -126,6 +128,7 @@ def main():
                     state_v_first=True)[0].view(B, 1, HV, D)
             impls["libgdn_vllm"] = libgdn_vllm
         impls["libgdn_fla_bf16ab"] = lambda s, pool: libgdn_fla(s, pool, "")
+        impls["libgdn_fla_bf16pool"] = lambda s, pool: libgdn_fla(s, pool)  # run on a bf16 pool below
         if B == 1:
             def libgdn_dense(s, pool):
                 st = pool[s["slot0"]]
@@ -161,28 +164,35 @@ def main():
             impls["fla"] = fla_call
         outs = {}
         for name, fn in impls.items():
-            pool = pool0.to(torch.bfloat16) if name == "flashinfer_bf16" else pool0.clone()
+            half = name in ("flashinfer_bf16", "libgdn_fla_bf16pool")
+            pool = pool0.to(torch.bfloat16) if half else pool0.clone()
             try:
                 # one call on set 0 from the initial pool, for the checks; then the timing on every set
                 o = fn(sets[0], pool).float().clone()
                 st = dense["final"] if name == "fla" else pool[sets[0]["idx64"]]  # fla: its own final states
                 outs[name] = (o, st.float().clone())
                 pool.copy_(pool0)
+                if name == "libgdn_fla_bf16pool" and "flashinfer_bf16" in outs:  # the same state contract's peer
+                    o_fi, st_fi = outs["flashinfer_bf16"]
+                    rel = lambda x, r: float((x - r).norm() / r.norm().clamp_min(1e-30))  # noqa: E731
+                    checks.append(dict(point=kind, B=B, T=T, against="flashinfer_bf16 (bf16 pools)",
+                                       y_rel=rel(o, o_fi), state_rel=rel(outs[name][1], st_fi), bitwise=None))
                 med, lo, hi, mode = G.time_calls([lambda s=s: fn(s, pool) for s in sets], min_calls=4 * n_sets)
             except Exception as exc:  # noqa: BLE001
                 print("%-18s %s B=%d T=%d: %r" % (name, kind, B, T, exc))
                 continue
+            fl = floor_us / 2 if half else floor_us  # a bf16 pool's bytes are half
             row = dict(point=kind, B=B, T=T, impl=name, us=med * 1e6, lo_us=lo * 1e6, hi_us=hi * 1e6, mode=mode,
-                       floor_us=floor_us, over_floor=med * 1e6 / floor_us)
+                       floor_us=fl, over_floor=med * 1e6 / fl)
             rows.append(row)
             print("%-6s B=%-3d T=%d %-18s %8.2f us  (%.2f-%.2f)  %.2fx floor %.1f us  %s"
-                  % (kind, B, T, name, row["us"], row["lo_us"], row["hi_us"], row["over_floor"], floor_us, mode))
+                  % (kind, B, T, name, row["us"], row["lo_us"], row["hi_us"], row["over_floor"], fl, mode))
             del pool
         base = outs.get("libgdn_fla")
         for name, (o, st) in outs.items():
             if base is None or name == "libgdn_fla":
                 continue
-            ours = name.startswith("libgdn")
+            ours = name.startswith("libgdn") and not name.endswith("bf16pool")  # bf16 pools: another state contract
             rel = lambda x, r: float((x - r).norm() / r.norm().clamp_min(1e-30))  # noqa: E731
             c = dict(point=kind, B=B, T=T, against=name, y_rel=rel(base[0], o), state_rel=rel(base[1], st),
                      bitwise=bool(torch.equal(base[0], o) and torch.equal(base[1], st)) if ours else None)

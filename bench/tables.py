@@ -498,12 +498,16 @@ def chunked_machine(doc):
 
 
 def chunked_table(doc):
-    out = ["| point | cuda_chunked us | fla chunk us | fla / ours | exact recurrence us | TFLOP/s | "
-           "of the matmul rate |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    fi = any("flashinfer" in r["us"] for r in doc["rows"])  # runs with FlashInfer beside fla
+    acc = any(r.get("accuracy") for r in doc["rows"])
+    out = ["| point | cuda_chunked us |" + (" FlashInfer us | FlashInfer / ours |" if fi else "") +
+           " fla chunk us | fla / ours | exact recurrence us | TFLOP/s | of the matmul rate |" +
+           (" o rel. L2 vs exact: ours / FlashInfer / fla |" if acc else ""),
+           "|---|---:|" + ("---:|---:|" if fi else "") + "---:|---:|---:|---:|---:|" + ("---|" if acc else "")]
     for r in doc["rows"]:
         t = r["us"]
-        exact = us(t["libgdn_exact"]) if "libgdn_exact" in t else "-"
+        opt = lambda n: us(t[n]) if n in t else "-"  # noqa: E731
+        ratio = lambda n: f"{t[n] / t['libgdn_chunked']:.2f}" if n in t else "-"  # noqa: E731
         name = r["point"]
         if len(r["lengths"]) > 1 and name.startswith("B="):
             name = f"{len(r['lengths'])} windows of {r['lengths'][0]}"
@@ -512,9 +516,11 @@ def chunked_table(doc):
         elif name == "varlen mixed":
             name = f"varlen mixed ({len(r['lengths'])} windows of {min(r['lengths'])} .. {max(r['lengths'])}, " \
                    f"{sum(r['lengths'])} tokens)"
-        out.append(f"| {name} | {us(t['libgdn_chunked'])} | {us(t['fla_chunk'])} | "
-                   f"{t['fla_chunk'] / t['libgdn_chunked']:.2f} | {exact} | {r['tflops']:.1f} | "
-                   f"{100 * r['tflops'] / r['peak_tflops']:.1f}% |")
+        a = r.get("accuracy", {})
+        err = " / ".join(sci(a[n]["o_rel_l2"]) if n in a else "-" for n in ("libgdn_chunked", "flashinfer", "fla_chunk"))
+        out.append(f"| {name} | {us(t['libgdn_chunked'])} |" + (f" {opt('flashinfer')} | {ratio('flashinfer')} |" if fi else "")
+                   + f" {opt('fla_chunk')} | {ratio('fla_chunk')} | {opt('libgdn_exact')} | {r['tflops']:.1f} | "
+                   f"{100 * r['tflops'] / r['peak_tflops']:.1f}% |" + (f" {err} |" if acc else ""))
     return out
 
 
@@ -526,7 +532,8 @@ CHUNKED_PARTS = {"machine": chunked_machine, "chunked": chunked_table}
 def accuracy_table(doc):
     gates = {"ordinary": "ordinary", "zero": "exact zero every 97th token", "huge": "log-decays down to -50 per token"}
     impls = [("libgdn_chunked", "cuda_chunked"), ("libgdn", "exact (routed)"), ("fla_chunk", "fla chunk"),
-             ("fla_fused_recurrent", "fla fused recurrent")]
+             ("fla_fused_recurrent", "fla fused recurrent"), ("flashinfer_chunk", "FlashInfer chunk")]
+    impls = [(i, label) for i, label in impls if any(r["impl"] == i for r in doc["rows"])]  # those the run had
     out = ["| gates | T | " + " | ".join(f"{label}: y / state" for _, label in impls) + " | y rounded to bf16 |",
            "|---|---:|" + "---|" * len(impls) + "---:|"]
     keys = []
