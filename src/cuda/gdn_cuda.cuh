@@ -449,8 +449,10 @@ __device__ __forceinline__ void gdn_prefetch_l2_bulk(const void *p, unsigned byt
 }
 
 /* L2 prefetches of what a block serving the 32 value columns j0 .. j0+31 of (b, h) reads: the state's 32 columns
- * (of state entry sb: b, or its slot; VK: 32 contiguous columns of Dk floats, by thread 0; KV: Dk rows of 128
- * bytes, a row per thread), and by thread
+ * (of state entry sb: b, or its slot; with slots on the device, the slot as it reads before the dependency wait,
+ * through L2 (__ldcg, so that the read after the wait cannot hit a stale L1 line): a hint, right whenever the kernel
+ * before wrote no slot, and skipped when out of range; VK: 32 contiguous columns of Dk floats, by thread 0; KV: Dk
+ * rows of 128 bytes, a row per thread), and by thread
  * 32 + t, for each token t < T, the k and q rows of key head hk, the 32 values of v, the gate (or the vector gate's
  * row), beta and the mask byte. Blocks of at least 64 threads. */
 template <int DT, bool VEC, bool KV, int DK>
@@ -458,7 +460,11 @@ __device__ __forceinline__ void gdn_prefetch_columns(const gdn_dev_args &a, int6
                                                      int64_t j0) {
     constexpr int DS = DT == GDN_F32 ? 4 : 2;
     const int x = threadIdx.x;
-    if (a.state_in && !a.slot_dev) { /* slots on the device are read after the dependency wait */
+    if (a.slot_dev && a.state_in) {
+        const int32_t slot = __ldcg(a.slot_dev + b);
+        sb = slot >= 0 && slot < a.slots ? slot : -1;
+    }
+    if (a.state_in && sb >= 0) {
         const float *s = a.state_in + (sb * a.Hv + h) * DK * a.Dv;
         if (!KV && x == 0) gdn_prefetch_l2_bulk(s + j0 * DK, 32 * DK * 4);
         if (KV)

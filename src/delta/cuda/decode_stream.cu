@@ -83,7 +83,7 @@ struct gdn_dec_item {
 };
 
 /* waited: after the dependency wait, where slots on the device may be read (before it, entry b: for prefetches, which
- * then leave the state alone) */
+ * read such a slot themselves) */
 template <bool SL>
 __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, const gdn_dec_slots<SL> &sl, unsigned u,
                                                         bool waited = true) {

@@ -57,7 +57,6 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     __shared__ __align__(16) float qs[FUSED_MAX_LEN][D], ks[FUSED_MAX_LEN][D];
     __shared__ __align__(16) float vs[FUSED_MAX_LEN][COLS], gz[FUSED_MAX_LEN][COLS], os[FUSED_MAX_LEN][COLS];
     __shared__ float gs[FUSED_MAX_LEN], bs[FUSED_MAX_LEN], part[FUSED_MAX_LEN];
-    gdn_grid_dependency_wait();
     cg::cluster_group cluster = cg::this_cluster();
     const int CS = d.group * S, rho = (int)(blockIdx.x % CS), hk = (int)(blockIdx.x / CS), gi = rho / S, r = rho % S;
     const int h = hk * d.group + gi, c0 = r * COLS, U = (2 + d.group) * D;
@@ -65,6 +64,13 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     const int slot = sq.slot[b], n = sq.start[b + 1] - sq.start[b], commit = sq.commit[b];
     const bool fresh = sq.fresh[b], vk = d.layout == GDN_STATE_VK;
     const int64_t tok0 = sq.start[b], HD = (int64_t)d.Hv * D;
+    if (slot >= 0 && !fresh) { /* the block's state columns, asked of L2 while the kernel before it may still run */
+        const float *sp = d.state + ((int64_t)slot * d.Hv + h) * D * D;
+        if (vk && threadIdx.x == 0) gdn_prefetch_l2_bulk(sp + c0 * D, COLS * D * 4);
+        if (!vk)
+            for (int i = threadIdx.x; i < D; i += THREADS) gdn_prefetch_l2(sp + i * D + c0);
+    }
+    gdn_grid_dependency_wait();
     if (slot < 0) { /* the whole cluster leaves together */
         for (int i = threadIdx.x; i < n * COLS; i += THREADS) {
             gdn_st_dt<DT>(d.y, (tok0 + i / COLS) * HD + (int64_t)h * D + c0 + i % COLS, 0.0f);
