@@ -109,7 +109,7 @@ def _copy(t):
     return f.clone() if f.data_ptr() == t.data_ptr() else f
 
 
-def layer_struct(e, s, state, hist, y, B, n, commit, fresh, kernel):
+def layer_struct(e, s, state, hist, y, B, n, commit, fresh, kernel, state_dtype=None):
     """The LayerArgs of one gdn_layer call on set s's tensors (contiguous, on e's device): B windows of n tokens on
     slots 0 .. B - 1 of the pools; returns (args, keep), keep holding the host arrays while args is used."""
     import ctypes
@@ -127,15 +127,18 @@ def layer_struct(e, s, state, hist, y, B, n, commit, fresh, kernel):
                           hist_out=hist.data_ptr(), slot=addr(keep["slot"]), commit=addr(keep["commit"]),
                           fresh=addr(keep["fresh"]), backend=gdn.BACKEND_CUDA if e.cuda else gdn.BACKEND_CPU,
                           kernel=keep["kernel"])
+    if state_dtype is not None:
+        args.state_dtype = state_dtype
     return args, keep
 
 
 class Libgdn:
     """gdn_layer on per-set pools; kernel None = routed; commit "all" or 0."""
 
-    def __init__(self, env, kernel, commit):
-        self.env, self.kernel, self.commit = env, kernel, commit
-        self.name = "libgdn " + (kernel or "routed") + (" k=0" if commit == 0 else "")
+    def __init__(self, env, kernel, commit, bf16_pool=False):
+        self.env, self.kernel, self.commit, self.bf16_pool = env, kernel, commit, bf16_pool
+        self.name = "libgdn " + (kernel or "routed") + (" k=0" if commit == 0 else "") + (" bf16 pool" if bf16_pool
+                                                                                           else "")
 
     def setup(self, sets):
         e, torch = self.env, self.env.torch
@@ -144,11 +147,13 @@ class Libgdn:
         vk = e.layout == gdn.STATE_VK
         self.pools, self.keep = [], []
         for s in sets:
-            state = torch.empty(B, e.Hv, e.D, e.D, dtype=torch.float32, device=e.dev)
+            state = torch.empty(B, e.Hv, e.D, e.D, dtype=torch.bfloat16 if self.bf16_pool else torch.float32,
+                                device=e.dev)
             hist = torch.empty(B, e.C, 3, dtype=e.act, device=e.dev)
             y = torch.empty(T, e.Hv, e.D, dtype=e.act, device=e.dev)
             args, keep = layer_struct(e, s, state, hist, y, B, n, [n if self.commit == "all" else 0] * B,
-                                      [1] * B if p["kind"] == "prefill" else [0] * B, self.kernel)
+                                      [1] * B if p["kind"] == "prefill" else [0] * B, self.kernel,
+                                      gdn.BF16 if self.bf16_pool else None)
             self.pools.append((state, hist, y))
             self.keep.append((args, keep))
         self.routed = gdn.layer_route(e.lib, self.keep[0][0])
@@ -556,6 +561,7 @@ def main():
     ap.add_argument("--no-fla", action="store_true", help="skip the fla chain (transformers still uses fla if found)")
     ap.add_argument("--kinds", default="decode,verify,prefill", help="which points (a comma list)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16-pool", action="store_true", help="also libgdn routed on a bf16 state pool")
     opt = ap.parse_args()
     if opt.device == "cpu" and not opt.dry:
         ap.error("--device cpu needs --dry (the CPU mode is a wiring check on a tiny shape)")
@@ -673,7 +679,8 @@ def main():
         pt = dict(kind=kind, B=B, n=n, T=T, sets=n_sets,
                   state_hist_floor_us=floor_commit / (bw * 1e12) * 1e6,
                   state_hist_read_floor_us=floor_read / (bw * 1e12) * 1e6,
-                  io_floor_us=(floor_commit + in_bytes + T * e.Hv * e.D * 2) / (bw * 1e12) * 1e6, rows=[])
+                  io_floor_us=(floor_commit + in_bytes + T * e.Hv * e.D * 2) / (bw * 1e12) * 1e6,
+                  state_hist_floor_bf16_pool_us=(state_bytes + 2 * hist_bytes) / (bw * 1e12) * 1e6, rows=[])
         print("\n%s B=%d n=%d (T=%d), %d input sets; state+history floor %.2f us (read+write at %.3f TB/s), "
               "%.2f us read only" % (kind, B, n, T, n_sets, pt["state_hist_floor_us"], bw,
                                      pt["state_hist_read_floor_us"]))
@@ -681,6 +688,8 @@ def main():
         impls = [Libgdn(e, None, "all")] + [Libgdn(e, k, "all") for k in ours]
         if kind == "verify":
             impls += [Libgdn(e, None, 0)] + [Libgdn(e, k, 0) for k in ours]
+        if opt.bf16_pool:  # the state pool in bf16 (its floor: half the state's bytes)
+            impls.append(Libgdn(e, None, "all", bf16_pool=True))
         impls.append(Transformers(e))
         if fla is not None:
             impls += [FlaChain(e, fla, "commit"), FlaChain(e, fla, "swap")]
