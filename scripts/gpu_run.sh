@@ -5,10 +5,13 @@
 # racecheck, synccheck), and the side-by-side benchmark with flash-linear-attention. Logs and JSON go under $OUT;
 # a short table is printed last.
 #
-#   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|window|profile]   (default all; quick = tests + a short
-#                                   benchmark; ours = quick without FLA; window = tests + short windows T <= 16 with
-#                                   the window, packed and rowsplit kernels, without FLA)
+#   scripts/gpu_run.sh [all|test|sanitize|bench|quick|ours|window|profile|peers]   (default all; quick = tests + a
+#                                   short benchmark; ours = quick without FLA; window = tests + short windows T <= 16
+#                                   with the window, packed and rowsplit kernels, without FLA; peers = the benchmarks
+#                                   beside FlashInfer and fla in one process, from the build already there: decode
+#                                   and verify, the chunked prefill and its accuracy, the layer step, JSON under $OUT)
 #
+# The peers mode finds FlashInfer and fla where bench/peer_wheels.sh installed them (/tmp/peers).
 # FLA travels as wheels in .whl/ (ignored; fetched with pip download, see docs/kernels/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,6 +107,21 @@ if [[ $MODE == profile ]]; then
     echo "profile: $(( $(date +%s) - t0 )) s"
     grep -hE "gdn_delta|Duration|Issue Slots Busy|No Eligible|Achieved Occupancy|Registers Per|DRAM Throughput|Warp Cycles Per Issued" \
         "$OUT"/*_details.txt | head -60
+fi
+
+# ---- the peers in one process (the build above, or the one a previous call left) ----
+if [[ $MODE == peers ]]; then
+    for b in "decode_peers.py --out $OUT/decode_peers.json" \
+             "chunked_h200.py --reps ${CHUNKED_REPS:-9} --out $OUT/chunked.json" \
+             "chunk_accuracy.py --out $OUT/chunk_accuracy.json" \
+             "layer_peers.py --quick --bf16-pool --out $OUT/layer_peers.json"; do
+        t0=$(date +%s)
+        name=${b%%.py*}
+        # shellcheck disable=SC2086
+        python3 bench/$b > "$OUT/$name.log" 2>&1 || status=1
+        echo "== $name: $(( $(date +%s) - t0 )) s"
+        grep -vE "^\s*$" "$OUT/$name.log" | tail -${PEERS_TAIL:-30}
+    done
 fi
 
 # ---- benchmark ----
