@@ -2,7 +2,7 @@
  * machine without a device).
  *
  * The input decides one call: shapes (small, so a call is cheap), options (dtype, gate and beta kinds, mask,
- * state layout, state_in NULL or not, state_out NULL / separate / in place, threads, a forced kernel name valid
+ * state layout, head map, state_in NULL or not, state_out NULL / separate / in place, threads, a forced kernel name valid
  * or not, backend, benign aliasing of inputs), values (typical, typical with hostile specials, specials only,
  * raw bit patterns) and, for some inputs, exactly one deliberate fault: a zero, negative or overflowing size,
  * threads < 0, a NULL pointer, Hv % Hk != 0, a bad enum, an output overlapping an input or the other output, a
@@ -93,6 +93,7 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     a.gate_kind = (gdn_gate_kind)((opt / 3) % 4);
     a.beta_kind = (gdn_beta_kind)((opt / 12) % 2);
     a.state_layout = (gdn_state_layout)((opt / 24) % 2);
+    a.head_map = (gdn_head_map)((opt / 48) % 2);
     const unsigned state_opt = rd(&r);           /* state_in present? state_out NULL / separate / in place */
     const int has_state_in = state_opt % 2;
     const unsigned out_mode = (state_opt / 2) % 3; /* 0 NULL, 1 separate, 2 in place (separate if no state_in) */
@@ -247,11 +248,12 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     case FAULT_ENUM: {
         static const int bad[] = {3, 4, 2, -1, 1000, 0x7fffffff};
         const int v = bad[fault_arg2 % 6];
-        switch (fault_arg % 5) {
+        switch (fault_arg % 6) {
         case 0: a.dtype = (gdn_dtype)(v == 2 ? 3 : v); break;
         case 1: a.gate_kind = (gdn_gate_kind)(v < 4 && v >= 0 ? 4 : v); break;
         case 2: a.beta_kind = (gdn_beta_kind)(v < 2 && v >= 0 ? 2 : v); break;
         case 3: a.state_layout = (gdn_state_layout)(v < 2 && v >= 0 ? 2 : v); break;
+        case 4: a.head_map = (gdn_head_map)(v < 2 && v >= 0 ? 2 : v); break;
         default: a.backend = (gdn_backend)(v < 2 && v >= 0 ? 2 : v); break;
         }
         expect = GDN_ERR_BAD_ENUM;

@@ -1,6 +1,6 @@
 /* libFuzzer target over the public gdn_layer (CPU backend; GDN_BACKEND_CUDA must answer GDN_ERR_NO_DEVICE here).
  *
- * The input decides one call: heads and sizes (small), dtype, output gate, state layout, a batch of up to 4
+ * The input decides one call: heads and sizes (small), dtype, output gate, state layout, head map, a batch of up to 4
  * windows, the pools' slots, each sequence's slot (possibly skipped, possibly out of range or shared), commit
  * count (possibly over its window) and fresh flag, the arrays given or NULL, up to 2 checkpoints (possibly
  * invalid), A and/or A_log, a bias, histories in place / separate / overlapping, y's planes (refused unless
@@ -74,7 +74,9 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     gdn_layer_args *a = &c.a;
     a->dtype = (gdn_dtype)(rd(&r) % 3);
     a->out_gate = (gdn_out_gate)(rd(&r) % 2);
-    a->state_layout = (gdn_state_layout)(rd(&r) % 2);
+    const unsigned lay = rd(&r); /* bit 0: the state layout; bit 1: the head map */
+    a->state_layout = (gdn_state_layout)(lay % 2);
+    a->head_map = (gdn_head_map)((lay / 2) % 2);
     a->Hk = 1 + rd(&r) % 2;
     a->Hv = a->Hk * (1 + rd(&r) % 3);
     a->Dk = dims[rd(&r) % 7], a->Dv = dims[rd(&r) % 7];

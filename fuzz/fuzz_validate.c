@@ -73,7 +73,9 @@ static void layer_one(reader *r) {
     a.B = 1 + rd(r) % MAX_B;
     a.Hk = size_of(r), a.Hv = hv_of(r, a.Hk), a.Dk = size_of(r), a.Dv = size_of(r), a.slots = size_of(r);
     a.dtype = (gdn_dtype)(rd(r) % 4);
-    a.state_layout = (gdn_state_layout)(rd(r) % 2);
+    const unsigned lay = rd(r); /* the state layout; the head map (2: not one, GDN_ERR_BAD_ENUM) */
+    a.state_layout = (gdn_state_layout)(lay % 2);
+    a.head_map = (gdn_head_map)((lay / 2) % 3);
     a.threads = rd(r) % 4 ? (int)(rd(r) % 4) : (int)int32_of(r);
     cu[0] = rd(r) % 8 ? 0 : int32_of(r);
     for (int64_t b = 0; b < a.B; ++b) {
@@ -129,7 +131,9 @@ static void delta_one(reader *r) {
     a.dtype = (gdn_dtype)(rd(r) % 4);
     a.gate_kind = (gdn_gate_kind)(rd(r) % 5);
     a.beta_kind = (gdn_beta_kind)(rd(r) % 2);
-    a.state_layout = (gdn_state_layout)(rd(r) % 2);
+    const unsigned lay = rd(r); /* the state layout; the head map (2: not one, GDN_ERR_BAD_ENUM) */
+    a.state_layout = (gdn_state_layout)(lay % 2);
+    a.head_map = (gdn_head_map)((lay / 2) % 3);
     a.threads = rd(r) % 4 ? (int)(rd(r) % 4) : (int)int32_of(r);
     if (form >= 1) {
         for (int64_t b = 0; b < a.B; ++b) slot[b] = rd(r) % 4 ? (int32_t)(rd(r) % 8) - 1 : int32_of(r);

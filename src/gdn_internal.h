@@ -14,6 +14,7 @@ extern "C" {
 typedef struct gdn__problem {
     gdn_delta_args a;
     int64_t group;        /* Hv / Hk: value heads per key head */
+    int tiled;            /* a.head_map == GDN_HEADS_TILED: value head h reads key head h % Hk, else h / group */
     int64_t dk_lane;      /* ceil(Dk / 32): key elements per lane of the contract's tree */
     int64_t dv_lane;      /* ceil(Dv / 32) */
     size_t dtype_size;    /* bytes per element of q, k, v, y */
@@ -190,6 +191,18 @@ gdn_status gdn__cuda_chunked_sequences(const gdn__problem *p, const uint8_t *tak
 /* The device workspace gdn__cuda_chunked_sequences(p, take) takes, in bytes (-1: too many to count). */
 int64_t gdn__cuda_chunked_bytes(const gdn__problem *p, const uint8_t *take);
 
+
+/* ---- the head mapping (gdn_head_map), the one rule every kernel of both ops follows (C and CUDA) ---- */
+
+/* The q/k head that value head h reads, G = Hv / Hk: h / G (GDN_HEADS_GROUPED) or h % Hk (GDN_HEADS_TILED). */
+GDN_HD int64_t gdn__key_head(int64_t h, int64_t Hk, int64_t G, int tiled) { return tiled ? h % Hk : h / G; }
+/* The same in 32-bit arithmetic, for device index math. */
+GDN_HD unsigned gdn__key_head32(unsigned h, unsigned Hk, unsigned G, int tiled) { return tiled ? h % Hk : h / G; }
+/* The g-th (0 .. G-1) of the value heads that read key head hk: hk G + g (grouped) or g Hk + hk (tiled). Ascending
+ * in g; gdn__key_head(gdn__value_head(hk, g, ...), ...) == hk. */
+GDN_HD int64_t gdn__value_head(int64_t hk, int64_t g, int64_t Hk, int64_t G, int tiled) {
+    return tiled ? g * Hk + hk : hk * G + g;
+}
 
 /* ---- the contract's building blocks, shared by the C kernels ---- */
 

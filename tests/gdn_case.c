@@ -58,11 +58,12 @@ uint64_t case_input_hash(const gdn_case *c) {
 const char *case_describe(const case_cfg *g) {
     static char text[256];
     static const char *dtypes[] = {"f32", "f16", "bf16"}, *gates[] = {"decay", "log_decay", "vector", "raw"};
-    snprintf(text, sizeof text, "B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld %s gate=%s beta=%s %s mask=%d state_in=%d %s seed=%llu",
+    snprintf(text, sizeof text, "B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld %s gate=%s beta=%s %s mask=%d state_in=%d %s%s seed=%llu",
              (long long)g->B, (long long)g->T, (long long)g->Hk, (long long)g->Hv, (long long)g->Dk, (long long)g->Dv,
              dtypes[g->dtype], gates[g->gate_kind], g->beta_kind == GDN_BETA_LOGIT ? "logit" : "direct",
              g->layout == GDN_STATE_KV ? "KV" : "VK", g->mask, g->state_in,
-             g->inputs == CASE_ADVERSARIAL ? "adversarial" : "realistic", (unsigned long long)g->seed);
+             g->inputs == CASE_ADVERSARIAL ? "adversarial" : "realistic", g->head_map == GDN_HEADS_TILED ? " tiled" : "",
+             (unsigned long long)g->seed);
     return text;
 }
 
@@ -249,7 +250,8 @@ gdn_delta_args case_args(const gdn_case *c) {
     return (gdn_delta_args){.B = g->B, .T = g->T, .Hk = g->Hk, .Hv = g->Hv, .Dk = g->Dk, .Dv = g->Dv, .dtype = g->dtype,
                             .q = c->q, .k = c->k, .v = c->v, .gate_kind = g->gate_kind, .gate = c->gate,
                             .A_log = c->A_log, .dt_bias = c->dt_bias, .beta_kind = g->beta_kind, .beta = c->beta,
-                            .mask = c->mask, .state_layout = g->layout, .state_in = c->state_in, .scale = c->scale};
+                            .mask = c->mask, .state_layout = g->layout, .state_in = c->state_in, .scale = c->scale,
+                            .head_map = g->head_map};
 }
 
 gdn_status case_run(const gdn_case *c, const char *kernel, int threads, case_state_mode mode, void *y, float *state) {

@@ -31,6 +31,7 @@ typedef struct case_cfg {
     int state_in; /* 1: a random initial state; 0: state_in NULL */
     case_inputs inputs;
     uint64_t seed;
+    gdn_head_map head_map; /* GDN_HEADS_GROUPED (0) or GDN_HEADS_TILED */
 } case_cfg;
 
 typedef struct gdn_case {

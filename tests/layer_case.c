@@ -85,6 +85,7 @@ gdn_layer_args lcase_args(const lcase *c, const lrun *r) {
     a.out_gate = g->out_gate;
     a.slots = c->slots;
     a.state_layout = g->layout;
+    a.head_map = g->head_map;
     a.state = r->state, a.hist_in = r->hist_in, a.hist_out = r->hist_out;
     a.slot = c->slot, a.commit = c->commit, a.fresh = c->fresh;
     a.checkpoints = c->n_ck ? c->ck : NULL, a.n_checkpoints = c->n_ck;

@@ -21,6 +21,7 @@ typedef struct lcase_cfg {
     gdn_out_gate out_gate;
     int bias, A_log;              /* 1: a conv bias; 1: A_log instead of A */
     int planes;                   /* 1: y's planes too (Dv % 16 == 0) */
+    gdn_head_map head_map;        /* GDN_HEADS_GROUPED (0) or GDN_HEADS_TILED */
     uint64_t seed;
 } lcase_cfg;
 

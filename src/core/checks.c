@@ -22,8 +22,6 @@ gdn_status gdn__check_state_dtype_head_map(gdn_dtype state_dtype, gdn_head_map h
     if (state_dtype != GDN_F32)
         return gdn__fail(GDN_ERR_UNSUPPORTED, "args->state_dtype = %s: this build takes f32 states only",
                          state_dtype == GDN_BF16 ? "GDN_BF16" : "GDN_F16");
-    if (head_map != GDN_HEADS_GROUPED)
-        return gdn__fail(GDN_ERR_UNSUPPORTED, "args->head_map = GDN_HEADS_TILED: this build maps heads grouped only");
     return GDN_OK;
 }
 

@@ -17,6 +17,7 @@
 /* The problem as the kernels read it: plain values and device pointers. */
 struct gdn_dev_args {
     int64_t B, T, Hk, Hv, Dk, Dv, group;
+    int tiled; /* the head map: value head h reads key head gdn__key_head(h, Hk, group, tiled) */
     int dk_lane; /* ceil(Dk / 32) */
     int dtype, gate_kind, beta_kind, layout;
     const void *q, *k, *v;
@@ -33,7 +34,7 @@ struct gdn_dev_args {
 static inline gdn_dev_args gdn_dev_args_of(const gdn__problem *p) {
     const gdn_delta_args *a = &p->a;
     gdn_dev_args d;
-    d.B = a->B; d.T = a->T; d.Hk = a->Hk; d.Hv = a->Hv; d.Dk = a->Dk; d.Dv = a->Dv; d.group = p->group;
+    d.B = a->B; d.T = a->T; d.Hk = a->Hk; d.Hv = a->Hv; d.Dk = a->Dk; d.Dv = a->Dv; d.group = p->group; d.tiled = p->tiled;
     d.dk_lane = (int)p->dk_lane;
     d.dtype = (int)a->dtype; d.gate_kind = (int)a->gate_kind; d.beta_kind = (int)a->beta_kind;
     d.layout = (int)a->state_layout;

@@ -137,6 +137,8 @@ gdn_status gdn__validate(const gdn_delta_args *args, gdn__problem *p) {
     memset(p, 0, sizeof *p);
     p->a = *a;
     p->group = a->Hv / a->Hk;
+    p->tiled = a->head_map == GDN_HEADS_TILED;
+    if (a->scale == 0.0f) p->a.scale = gdn_rsqrtf((float)a->Dk); /* 0 (or -0): 1 / sqrt(Dk), as gdn_layer's */
     p->dk_lane = (a->Dk + 31) / 32;
     p->dv_lane = (a->Dv + 31) / 32;
     p->dtype_size = (size_t)ds;

@@ -34,7 +34,7 @@ REF_CLONES static void ref_head(void *ctx, int64_t item, int worker) {
     const ref_job *job = ctx;
     const gdn_delta_args *a = &job->p->a;
     ref_scratch *w = &job->scratch[worker];
-    const int64_t b = item / a->Hv, h = item % a->Hv, hk = h / job->p->group, Dk = a->Dk, Dv = a->Dv;
+    const int64_t b = item / a->Hv, h = item % a->Hv, hk = gdn__key_head(h, a->Hk, job->p->group, job->p->tiled), Dk = a->Dk, Dv = a->Dv;
 
     for (int64_t j = 0; j < Dv; ++j)
         for (int64_t i = 0; i < Dk; ++i)
@@ -154,7 +154,7 @@ static gdn_status oracle(const gdn__problem *p, double *y, double *state_out) {
     double *q = S + Dk * Dv, *k = q + Dk, *g_vec = k + Dk;
     for (int64_t b = 0; b < a->B; ++b)
         for (int64_t h = 0; h < a->Hv; ++h) {
-            const int64_t hk = h / p->group;
+            const int64_t hk = gdn__key_head(h, a->Hk, p->group, p->tiled);
             for (int64_t j = 0; j < Dv; ++j)
                 for (int64_t i = 0; i < Dk; ++i)
                     S[j * Dk + i] = a->state_in ? a->state_in[gdn__state_index(a, b, h, i, j)] : 0.0;

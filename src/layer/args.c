@@ -173,6 +173,7 @@ static gdn_status validate(const gdn_layer_args *args, gdn__layer_problem *p) {
     p->C = C;
     p->T = T;
     p->group = a->Hv / a->Hk;
+    p->tiled = a->head_map == GDN_HEADS_TILED;
     p->eps_l2 = a->eps_l2 != 0.0f ? a->eps_l2 : 1e-6f;
     p->eps_rms = a->eps_rms != 0.0f ? a->eps_rms : 1e-6f;
     p->scale = a->scale != 0.0f ? a->scale : gdn_rsqrtf((float)a->Dk);

@@ -16,6 +16,7 @@ typedef struct gdn__layer_problem {
     int64_t C;         /* channels: 2 Hk Dk + Hv Dv */
     int64_t T;         /* tokens: cu_seqlens[B] */
     int64_t group;     /* Hv / Hk */
+    int tiled;         /* a.head_map == GDN_HEADS_TILED: value head h reads q/k head h % Hk, else h / group */
     float eps_l2, eps_rms, scale;
     int64_t max_len;   /* the longest window */
     int threads;       /* CPU worker ids (>= 1) */

@@ -41,6 +41,7 @@ static gdn_status delta(walk *k, int64_t s0, int64_t B, int64_t T, const float *
     d.gate_kind = GDN_GATE_DECAY, d.gate = w->g + s0 * a->Hv;
     d.beta_kind = GDN_BETA_DIRECT, d.beta = w->beta + s0 * a->Hv;
     d.state_layout = a->state_layout;
+    d.head_map = a->head_map;
     d.state_in = from;
     d.state_out = into;
     d.scale = p->scale;

@@ -44,7 +44,7 @@ static void put_hist(const gdn_layer_args *a, double *hist, int64_t slot, int64_
 static void oracle_head(const gdn_layer_args *a, int64_t C, int64_t b, int64_t s0, int64_t n, int64_t k,
                         const double *hist, int64_t h, double scale, double eps_l2, double eps_rms, double *S,
                         double *S_commit, double *pool, double *y, double *work) {
-    const int64_t Dk = a->Dk, Dv = a->Dv, hk = h / (a->Hv / a->Hk);
+    const int64_t Dk = a->Dk, Dv = a->Dv, hk = gdn__key_head(h, a->Hk, a->Hv / a->Hk, a->head_map == GDN_HEADS_TILED);
     double *q = work, *kk = q + Dk, *v = kk + Dk, *o = v + Dv;
     const double A = a->A ? (double)a->A[h] : -exp((double)a->A_log[h]);
     for (int64_t t = 0; t < n; ++t) {

@@ -1,5 +1,6 @@
 /* Bitwise: every CPU kernel, forced by name, against `ref` (threads 1, separate state buffers): memcmp on y and
- * on the final state, over a deterministic sample of the cartesian product of the issue's axes. Every value
+ * on the final state, over a deterministic sample of the cartesian product of the issue's axes (the head mapping,
+ * grouped or tiled, one of them). Every value
  * of every axis is forced at least once; the other axes are drawn at random under a cost cap, so that pairs
  * across axes are covered widely while big T with big heads stays rare. Outputs are poisoned before each run. */
 #include <stdlib.h>
@@ -9,16 +10,16 @@
 #include "gdn_case.h"
 #include "harness.h"
 
-enum { AX_DK, AX_DV, AX_HEADS, AX_B, AX_T, AX_DTYPE, AX_GATE, AX_BETA, AX_MASK, AX_LAYOUT, AX_THREADS, AX_STATE, AX_INPUTS, AX_COUNT };
+enum { AX_DK, AX_DV, AX_HEADS, AX_B, AX_T, AX_DTYPE, AX_GATE, AX_BETA, AX_MASK, AX_LAYOUT, AX_THREADS, AX_STATE, AX_INPUTS, AX_MAP, AX_COUNT };
 
 static const int64_t dk_values[] = {32, 48, 64, 128, 256};
 static const int64_t dv_values[] = {8, 64, 100, 128};
-static const int64_t heads_values[][2] = {{1, 1}, {16, 32}, {2, 6}};
+static const int64_t heads_values[][2] = {{1, 1}, {16, 32}, {2, 6}, {3, 12}};
 static const int64_t b_values[] = {1, 3};
 static const int64_t t_values[] = {1, 7, 64, 257, 2048};
-static const int axis_n[AX_COUNT] = {5, 4, 3, 2, 5, 3, 4, 2, 2, 2, 3, 4, 2};
+static const int axis_n[AX_COUNT] = {5, 4, 4, 2, 5, 3, 4, 2, 2, 2, 3, 4, 2, 2};
 static const char *axis_names[AX_COUNT] = {"Dk", "Dv", "heads", "B", "T", "dtype", "gate", "beta", "mask", "layout",
-                                           "threads", "state", "inputs"};
+                                           "threads", "state", "inputs", "head_map"};
 
 /* The state axis: 0 state_in + separate state_out, 1 state_in NULL, 2 state_out NULL, 3 in place. */
 static case_state_mode state_mode(int v) { return v == 2 ? CASE_STATE_OUT_NULL : v == 3 ? CASE_STATE_IN_PLACE : CASE_STATE_SEPARATE; }
@@ -49,7 +50,8 @@ static case_cfg cfg_of(const int *x, uint64_t seed) {
                       .Hv = heads_values[x[AX_HEADS]][1], .Dk = dk_values[x[AX_DK]], .Dv = dv_values[x[AX_DV]],
                       .dtype = (gdn_dtype)x[AX_DTYPE], .gate_kind = (gdn_gate_kind)x[AX_GATE],
                       .beta_kind = (gdn_beta_kind)x[AX_BETA], .mask = x[AX_MASK], .layout = (gdn_state_layout)x[AX_LAYOUT],
-                      .state_in = x[AX_STATE] != 1, .inputs = (case_inputs)x[AX_INPUTS], .seed = seed};
+                      .state_in = x[AX_STATE] != 1, .inputs = (case_inputs)x[AX_INPUTS], .seed = seed,
+                      .head_map = (gdn_head_map)x[AX_MAP]};
 }
 
 static size_t first_difference(const void *a, const void *b, size_t n, size_t size) {
@@ -180,21 +182,23 @@ TEST(bitwise_kernels_vs_ref_sampled) {
 }
 
 /* The decode kernel's shapes in full (VK and KV, Dk = 128, T = 1 and 2): every dtype, gate and beta kind, mask on
- * and off, each state mode, 1 to 3 threads, over heads, batch and Dv; every kernel against ref as above. */
+ * and off, each state mode, 1 to 3 threads, over heads (both head mappings), batch and Dv; every kernel against ref
+ * as above. */
 TEST(bitwise_decode_shapes_vs_ref) {
     list_cpu_kernels();
     tally tl = {{0}, {0}, 0.0};
     int i = 0;
     for (int layout = GDN_STATE_VK; layout <= GDN_STATE_KV; ++layout)
         for (int t = 1; t <= 2; ++t)
-            for (int hd = 0; hd < 3; ++hd)
+            for (int hd = 0; hd < 4; ++hd)
                 for (int dv = 0; dv < 4; ++dv)
                     for (int gate = GDN_GATE_DECAY; gate <= GDN_GATE_RAW; ++gate, ++i) {
                         const case_cfg cfg = {.B = 1 + 2 * ((i + i / 4) % 2), .T = t, .Hk = heads_values[hd][0], .Hv = heads_values[hd][1],
                                               .Dk = 128, .Dv = dv_values[dv], .dtype = (gdn_dtype)(i % 3),
                                               .gate_kind = (gdn_gate_kind)gate, .beta_kind = (gdn_beta_kind)(i / 2 % 2),
                                               .mask = i / 3 % 2, .layout = (gdn_state_layout)layout, .state_in = i % 5 != 1,
-                                              .inputs = (case_inputs)(i / 7 % 2), .seed = 500 + (uint64_t)i};
+                                              .inputs = (case_inputs)(i / 7 % 2), .seed = 500 + (uint64_t)i,
+                                              .head_map = (gdn_head_map)(i / 5 % 2)};
                         check_case(&cfg, 1 + i % 3, state_mode((i + i / 4) % 4), &tl); /* each gate meets each mode */
                     }
     const int dec = slot_of("packed_decode_avx2"), dec512 = slot_of("packed_decode_avx512");

@@ -167,6 +167,7 @@ TEST(chunked_within_tolerance_of_float64) {
             g.layout = (gdn_state_layout)(v % 2);
             g.state_in = (i + v) % 3 != 0;
             g.mask = v == 3 || i == 5;
+            g.head_map = (gdn_head_map)(i % 2); /* tiled: value head h reads q/k head h % Hk (v = 1: Hk 2, Hv 4) */
             check_oracle(&g, 0, &wy, &ws);
             ++n;
         }
@@ -175,6 +176,7 @@ TEST(chunked_within_tolerance_of_float64) {
             case_cfg g = chunk_cfg(1, (int64_t[]){64, 300, 1000}[i], 2, 4, 64, i == 1 ? GDN_F16 : GDN_BF16,
                                    GDN_GATE_LOG_DECAY, (uint64_t)(300 + 10 * hostile + i));
             g.state_in = i != 0;
+            g.head_map = (gdn_head_map)((i + hostile) % 2);
             check_oracle(&g, hostile, &wy, &ws);
             ++n;
         }

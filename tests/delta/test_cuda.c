@@ -35,6 +35,7 @@ typedef struct cuda_case {
 
 typedef struct host_problem {
     cuda_case c;
+    gdn_head_map head_map; /* from the seed: tiled for every other case with Hk < Hv */
     size_t n_qk, n_v, n_gate, n_bt, n_state, ds;
     void *q, *k, *v;
     float *gate, *beta, *A_log, *dt_bias, *state_in;
@@ -50,9 +51,15 @@ static void fill_elems(void *dst, gdn_dtype dt, size_t n, harness_rng *r, float 
     }
 }
 
+/* The case's head mapping, from its seed: tiled for about half the cases with Hk < Hv. */
+static gdn_head_map map_of(const cuda_case *c, uint64_t seed) {
+    return c->Hk < c->Hv && (seed >> 17) % 2 ? GDN_HEADS_TILED : GDN_HEADS_GROUPED;
+}
+
 static int host_init(host_problem *h, const cuda_case *c, uint64_t seed) {
     memset(h, 0, sizeof *h);
     h->c = *c;
+    h->head_map = map_of(c, seed);
     h->ds = c->dtype == GDN_F32 ? 4 : 2;
     h->n_qk = (size_t)(c->B * c->T * c->Hk * c->Dk);
     h->n_v = (size_t)(c->B * c->T * c->Hv * c->Dv);
@@ -101,7 +108,7 @@ static gdn_delta_args problem_args(const host_problem *h, const void *q, const v
     gdn_delta_args a = {.B = c->B, .T = c->T, .Hk = c->Hk, .Hv = c->Hv, .Dk = c->Dk, .Dv = c->Dv, .dtype = c->dtype,
                         .q = q, .k = k, .v = v, .y = y, .gate_kind = c->gate, .gate = gate, .A_log = A_log,
                         .dt_bias = dt_bias, .beta_kind = c->beta, .beta = beta, .mask = c->mask ? mask : NULL,
-                        .state_layout = c->layout, .scale = 0.088388f};
+                        .state_layout = c->layout, .scale = 0.088388f, .head_map = h->head_map};
     switch (c->state_mode) {
     case 0: a.state_in = NULL; a.state_out = state_out; break;
     case 1: a.state_in = state_in; a.state_out = state_out; break;
@@ -152,12 +159,13 @@ TEST(cuda_without_device_writes_nothing) {
 
 /* ---- with a device: every CUDA kernel against ref ---- */
 
-static void case_name(const cuda_case *c, char *buf, size_t n) {
+static void case_name(const cuda_case *c, gdn_head_map map, char *buf, size_t n) {
     static const char *dt[] = {"f32", "f16", "bf16"}, *gk[] = {"decay", "log", "vector", "raw"};
-    snprintf(buf, n, "B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld %s gate=%s beta=%s %s mask=%d state=%d mis=%d",
+    snprintf(buf, n, "B=%lld T=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld %s gate=%s beta=%s %s mask=%d state=%d mis=%d%s",
              (long long)c->B, (long long)c->T, (long long)c->Hk, (long long)c->Hv, (long long)c->Dk, (long long)c->Dv,
              dt[c->dtype], gk[c->gate], c->beta == GDN_BETA_LOGIT ? "logit" : "direct",
-             c->layout == GDN_STATE_VK ? "vk" : "kv", c->mask, c->state_mode, c->misalign);
+             c->layout == GDN_STATE_VK ? "vk" : "kv", c->mask, c->state_mode, c->misalign,
+             map == GDN_HEADS_TILED ? " tiled" : "");
 }
 
 typedef struct dev_problem {
@@ -213,7 +221,7 @@ static int run_and_compare(const host_problem *h, dev_problem *d, const char *ke
     if (s == GDN_ERR_INELIGIBLE) return -1;
     const cudaError_t e = cudaStreamSynchronize(stream);
     char name[256];
-    case_name(c, name, sizeof name);
+    case_name(c, h->head_map, name, sizeof name);
     CHECK(s == GDN_OK && e == cudaSuccess, "%s: status %d, cuda %d: %s", kernel ? kernel : "(routed)", s, e, name);
     if (s != GDN_OK || e != cudaSuccess) return 0;
     if (cudaMemcpy(y_got, d->y, h->n_v * h->ds, cudaMemcpyDeviceToHost) != cudaSuccess ||
@@ -306,7 +314,7 @@ static void filtered_case(case_filter *f, const cuda_case *c, uint64_t seed, cud
     ++*cases;
     if (harness_verbose) {
         char name[256];
-        case_name(c, name, sizeof name);
+        case_name(c, map_of(c, seed), name, sizeof name);
         printf("     case %d: %d runs: %s\n", index, *runs - before, name);
         fflush(stdout);
     }

@@ -39,40 +39,40 @@ typedef struct stream_case {
 
 #define R CASE_REALISTIC
 static const stream_case cases[] = {
-    /* B T Hk Hv Dk Dv, dtype, gate, beta, layout, mask, state_in, inputs, seed */
-    {{8, 1, 4, 8, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 11}, CASE_STATE_IN_PLACE, NULL},
-    {{4, 3, 2, 4, 64, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 12}, CASE_STATE_SEPARATE, "cuda_decode"},
-    {{2, 4, 2, 4, 128, 32, GDN_F16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 13}, CASE_STATE_SEPARATE, "cuda_decode:warp4"},
+    /* B T Hk Hv Dk Dv, dtype, gate, beta, layout, mask, state_in, inputs, seed, head_map */
+    {{8, 1, 4, 8, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 11, GDN_HEADS_TILED}, CASE_STATE_IN_PLACE, NULL},
+    {{4, 3, 2, 4, 64, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 12, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, "cuda_decode"},
+    {{2, 4, 2, 4, 128, 32, GDN_F16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 13, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_decode:warp4"},
     /* the chained window of cuda_streams_one_thread: B = 1, state separate */
-    {{1, 257, 2, 4, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 14}, CASE_STATE_SEPARATE, NULL},
-    {{2, 20, 2, 4, 128, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 15}, CASE_STATE_SEPARATE, NULL},
-    {{2, 64, 1, 2, 256, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 16}, CASE_STATE_IN_PLACE, "cuda_rowsplit:warps16"},
-    {{3, 130, 2, 2, 64, 32, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 17}, CASE_STATE_OUT_NULL, "cuda_rowsplit:warps8"},
-    {{2, 100, 2, 4, 128, 64, GDN_F32, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 18}, CASE_STATE_SEPARATE, "cuda_packed"},
-    {{1, 9, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 19}, CASE_STATE_SEPARATE, "cuda_packed"},
-    {{1, 513, 1, 2, 64, 16, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 0, 1, R, 20}, CASE_STATE_IN_PLACE, "cuda_packed:l8p2w4"},
-    {{4, 33, 2, 6, 32, 8, GDN_F16, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 21}, CASE_STATE_SEPARATE, "cuda_packed"},
-    {{1, 700, 1, 2, 128, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 22}, CASE_STATE_SEPARATE, "cuda_packed:l4p1w2"},
-    {{2, 17, 1, 3, 100, 33, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 23}, CASE_STATE_SEPARATE, "cuda_generic"},
-    {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24}, CASE_STATE_IN_PLACE, NULL},
-    {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25}, CASE_STATE_SEPARATE, "cuda_generic"},
-    {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26}, CASE_STATE_SEPARATE, NULL},
+    {{1, 257, 2, 4, 128, 128, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 14, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, NULL},
+    {{2, 20, 2, 4, 128, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 15, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, NULL},
+    {{2, 64, 1, 2, 256, 64, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 16, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, "cuda_rowsplit:warps16"},
+    {{3, 130, 2, 2, 64, 32, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 17, GDN_HEADS_TILED}, CASE_STATE_OUT_NULL, "cuda_rowsplit:warps8"},
+    {{2, 100, 2, 4, 128, 64, GDN_F32, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 18, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 9, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 0, 1, R, 19, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 513, 1, 2, 64, 16, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 0, 1, R, 20, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, "cuda_packed:l8p2w4"},
+    {{4, 33, 2, 6, 32, 8, GDN_F16, GDN_GATE_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 0, R, 21, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_packed"},
+    {{1, 700, 1, 2, 128, 64, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 22, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, "cuda_packed:l4p1w2"},
+    {{2, 17, 1, 3, 100, 33, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 23, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_generic"},
+    {{1, 40, 2, 2, 48, 5, GDN_BF16, GDN_GATE_RAW, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 24, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, NULL},
+    {{16, 1, 4, 8, 128, 128, GDN_F32, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 25, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_generic"},
+    {{2, 64, 2, 4, 256, 128, GDN_F16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 26, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, NULL},
     /* cuda_window: a verify window with the state in place (KV), the vector gate at Dk = 64 (VK) */
-    {{1, 7, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 30}, CASE_STATE_IN_PLACE, "cuda_window"},
-    {{2, 8, 2, 4, 64, 32, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 31}, CASE_STATE_SEPARATE, "cuda_window"},
+    {{1, 7, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_KV, 1, 1, R, 30, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, "cuda_window"},
+    {{2, 8, 2, 4, 64, 32, GDN_F32, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 31, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_window"},
     /* cuda_decode's warp kernel (Dv not a multiple of 32) and its streamed kernel with a 2-stage ring */
-    {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27}, CASE_STATE_IN_PLACE, "cuda_decode"},
-    {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages2"},
+    {{3, 2, 1, 2, 32, 24, GDN_F32, GDN_GATE_LOG_DECAY, GDN_BETA_DIRECT, GDN_STATE_KV, 1, 1, R, 27, GDN_HEADS_TILED}, CASE_STATE_IN_PLACE, "cuda_decode"},
+    {{4, 4, 2, 4, 256, 64, GDN_BF16, GDN_GATE_VECTOR, GDN_BETA_LOGIT, GDN_STATE_KV, 0, 1, R, 28, GDN_HEADS_GROUPED}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages2"},
     /* the streamed kernel instance of case 0 (bf16, scalar gate, Dk = 128, VK) with another shared-memory size */
-    {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages3"},
+    {{2, 4, 2, 4, 128, 64, GDN_BF16, GDN_GATE_DECAY, GDN_BETA_DIRECT, GDN_STATE_VK, 1, 0, R, 29, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_decode:stream_stages3"},
     /* the streamed kernel warp-specialized (filling warp, mbarrier hand-offs): one token in place (4-stage ring), five
      * tokens with the vector gate (2-stage ring) */
-    {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws"},
-    {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33}, CASE_STATE_SEPARATE, "cuda_decode:stream_ws"},
+    {{6, 1, 2, 4, 128, 64, GDN_BF16, GDN_GATE_RAW, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 32, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws"},
+    {{3, 5, 2, 4, 64, 96, GDN_F16, GDN_GATE_VECTOR, GDN_BETA_DIRECT, GDN_STATE_VK, 0, 1, R, 33, GDN_HEADS_TILED}, CASE_STATE_SEPARATE, "cuda_decode:stream_ws"},
 #if GDN_TESTING
     /* the same on 8 blocks with pseudo-random pauses at the hand-offs (stream_ws_pauses: testing builds only), two
      * tokens in place */
-    {{16, 2, 2, 4, 128, 128, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 34}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws_pauses"},
+    {{16, 2, 2, 4, 128, 128, GDN_BF16, GDN_GATE_LOG_DECAY, GDN_BETA_LOGIT, GDN_STATE_VK, 1, 1, R, 34, GDN_HEADS_GROUPED}, CASE_STATE_IN_PLACE, "cuda_decode:stream_ws_pauses"},
 #endif
 };
 #undef R

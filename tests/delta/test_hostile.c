@@ -505,9 +505,10 @@ TEST(hostile_zero_keys) {
 /* ---- scale ---- */
 
 /* The scale multiplies the readout only: the state is the same bits whatever the scale, and (f32) each y is
- * exactly y(scale 1) * scale: 0 gives +-0, inf gives +-inf (NaN where the readout is 0), NaN gives NaN. */
+ * exactly y(scale 1) * scale: inf gives +-inf (NaN where the readout is 0), NaN gives NaN; 0 and -0 read as
+ * 1 / sqrt(Dk) (gdn_rsqrtf), as gdn_layer's scale does. */
 TEST(hostile_scale_extremes) {
-    const float scales[] = {0.0f, -0.0f, 1e30f, 1e-45f, FLT_MIN / 2, INFINITY, -INFINITY, NAN, FLT_MAX};
+    const float scales[] = {0.0f, -0.0f, 1e30f, 1e-45f, FLT_MIN / 2, INFINITY, -INFINITY, NAN, FLT_MAX, -1e-45f};
     for (size_t si = 0; si < 2; ++si) {
         hcase c;
         hc_init(&c, 2, 3, 1, 2, shape_dk[si], 24, GDN_F32, 22);
@@ -522,7 +523,8 @@ TEST(hostile_scale_extremes) {
             CHECK(memcmp(r.s, one.s, s_bytes(&c)) == 0, "scale %g changed the state", scales[x]);
             int bad = 0;
             for (int64_t e = 0; e < c.n_v; ++e) {
-                const float want = ((float *)one.y)[e] * scales[x];
+                const float scale = scales[x] == 0.0f ? gdn_rsqrtf((float)c.a.Dk) : scales[x];
+                const float want = ((float *)one.y)[e] * scale;
                 bad += memcmp(&((float *)r.y)[e], &want, 4) != 0;
             }
             CHECK(bad == 0, "scale %g: %d y elements are not y(1) * scale", scales[x], bad);

@@ -1,6 +1,8 @@
 /* The layer step on the CPU: ref against the float64 oracle; every CPU layer kernel against ref bit for bit; the
  * fused op against its stages computed here and gdn_delta; commit after k against a k-token window; verify; split
- * windows; slot placement, batch composition and thread counts; fresh sequences; A against A_log; bad inputs. */
+ * windows; slot placement, batch composition and thread counts; fresh sequences; A against A_log; bad inputs. The
+ * tests run through both_maps run under each head mapping (grouped, tiled); a tiled call equals a grouped call on
+ * head-permuted inputs. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,11 +13,22 @@
 #include "harness.h"
 #include "layer_case.h"
 
+/* The head mapping of the cases cfg_of makes: the tests run through both_maps run once under each. */
+static gdn_head_map cur_head_map = GDN_HEADS_GROUPED;
+
+static void both_maps(void (*body)(void)) {
+    for (int m = GDN_HEADS_GROUPED; m <= GDN_HEADS_TILED; ++m) {
+        cur_head_map = (gdn_head_map)m;
+        body();
+    }
+    cur_head_map = GDN_HEADS_GROUPED;
+}
+
 static lcase_cfg cfg_of(int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, gdn_dtype dt, int64_t B, const int32_t *len,
                         uint64_t seed) {
     lcase_cfg g;
     memset(&g, 0, sizeof g);
-    g.Hk = Hk, g.Hv = Hv, g.Dk = Dk, g.Dv = Dv, g.dtype = dt, g.B = B, g.seed = seed;
+    g.Hk = Hk, g.Hv = Hv, g.Dk = Dk, g.Dv = Dv, g.dtype = dt, g.B = B, g.seed = seed, g.head_map = cur_head_map;
     for (int64_t b = 0; b < B; ++b) g.len[b] = len[b];
     return g;
 }
@@ -31,7 +44,9 @@ static double max_abs(const double *x, size_t n) {
     return m;
 }
 
-TEST(layer_ref_matches_the_oracle) {
+static void layer_ref_matches_the_oracle_body(void);
+TEST(layer_ref_matches_the_oracle) { both_maps(layer_ref_matches_the_oracle_body); }
+static void layer_ref_matches_the_oracle_body(void) {
     const int32_t len[3] = {5, 1, 9};
     for (int s = 0; s < SHAPES; ++s)
         for (int bias = 0; bias < 2; ++bias) {
@@ -107,7 +122,9 @@ TEST(layer_cpu_kept_workspaces_change_nothing) {
 }
 
 /* Every CPU layer kernel, every dtype, thread counts 1 and all: ref's bits. */
-TEST(layer_cpu_kernels_equal_ref) {
+static void layer_cpu_kernels_equal_ref_body(void);
+TEST(layer_cpu_kernels_equal_ref) { both_maps(layer_cpu_kernels_equal_ref_body); }
+static void layer_cpu_kernels_equal_ref_body(void) {
     /* batch 0: a partial commit, a fresh, a verify and a skipped sequence; batch 1: runs of like windows (decode
      * steps, committing verify windows, verifies), which the staged path runs as one call each, between others */
     const int32_t len[2][8] = {{3, 1, 17, 2}, {1, 1, 1, 3, 3, 17, 2, 2}};
@@ -153,7 +170,9 @@ static float tree_sq(const float *x, int64_t n) {
     return p[0];
 }
 
-TEST(layer_equals_its_stages_and_gdn_delta) {
+static void layer_equals_its_stages_and_gdn_delta_body(void);
+TEST(layer_equals_its_stages_and_gdn_delta) { both_maps(layer_equals_its_stages_and_gdn_delta_body); }
+static void layer_equals_its_stages_and_gdn_delta_body(void) {
     const int32_t len[1] = {6};
     for (int s = 0; s < SHAPES; ++s)
         for (int dt = 0; dt < 3; dt += 2) {
@@ -200,7 +219,7 @@ TEST(layer_equals_its_stages_and_gdn_delta) {
             memset(&d, 0, sizeof d);
             d.B = 1, d.T = T, d.Hk = Hk, d.Hv = Hv, d.Dk = Dk, d.Dv = Dv, d.dtype = GDN_F32;
             d.q = q, d.k = k, d.v = v, d.y = o, d.gate = gate, d.beta = beta, d.state_in = state, d.state_out = state;
-            d.scale = gdn_rsqrtf((float)Dk);
+            d.scale = gdn_rsqrtf((float)Dk), d.head_map = g.head_map;
             CHECK(gdn_delta(&d) == GDN_OK, "%s", gdn_last_error());
             int same = memcmp(state, r.state + slot * Hv * Dk * Dv, (size_t)(Hv * Dk * Dv) * 4) == 0;
             for (int64_t row = 0; row < T * Hv; ++row) {
@@ -228,7 +247,9 @@ TEST(layer_equals_its_stages_and_gdn_delta) {
 
 /* Commit after k of n == a window of the first k tokens, for the pools; the n outputs == the verify window's;
  * verify leaves the pools as they were. */
-TEST(layer_commit_after_k_is_a_k_token_step) {
+static void layer_commit_after_k_is_a_k_token_step_body(void);
+TEST(layer_commit_after_k_is_a_k_token_step) { both_maps(layer_commit_after_k_is_a_k_token_step_body); }
+static void layer_commit_after_k_is_a_k_token_step_body(void) {
     const int32_t n = 7;
     for (int s = 0; s < SHAPES; ++s) {
         lcase_cfg g = cfg_of(shapes[s].Hk, shapes[s].Hv, shapes[s].Dk, shapes[s].Dv, GDN_BF16, 1, &n, 40 + s);
@@ -259,7 +280,9 @@ TEST(layer_commit_after_k_is_a_k_token_step) {
 }
 
 /* A window in two calls == one call; the second call may run as single-token decode steps. */
-TEST(layer_split_windows_equal_one_window) {
+static void layer_split_windows_equal_one_window_body(void);
+TEST(layer_split_windows_equal_one_window) { both_maps(layer_split_windows_equal_one_window_body); }
+static void layer_split_windows_equal_one_window_body(void) {
     const int32_t n = 9;
     for (int s = 0; s < SHAPES; ++s)
         for (int split = 1; split < n; split += 3) {
@@ -292,7 +315,9 @@ TEST(layer_split_windows_equal_one_window) {
 /* A sequence's outputs and pools do not depend on its slot, its place in the batch, the others' lengths or the
  * thread count; a skipped sequence's rows are zero and its slot untouched. Mixed windows, then a uniform batch
  * (every window 3 tokens, every sequence with a slot: the recurrence in one batch-form call). */
-TEST(layer_sequences_are_independent) {
+static void layer_sequences_are_independent_body(void);
+TEST(layer_sequences_are_independent) { both_maps(layer_sequences_are_independent_body); }
+static void layer_sequences_are_independent_body(void) {
   for (int uniform = 0; uniform < 2; ++uniform) {
     int32_t len[12] = {4, 1, 1, 7, 2, 1, 16, 3, 1, 5, 1, 2};
     for (int b = 0; uniform && b < 12; ++b) len[b] = 3;
@@ -350,7 +375,9 @@ TEST(layer_sequences_are_independent) {
 }
 
 /* fresh == a zeroed slot; A == -exp(A_log) given as A_log; hist_out separate == in place, hist_in untouched. */
-TEST(layer_fresh_A_log_and_separate_histories) {
+static void layer_fresh_A_log_and_separate_histories_body(void);
+TEST(layer_fresh_A_log_and_separate_histories) { both_maps(layer_fresh_A_log_and_separate_histories_body); }
+static void layer_fresh_A_log_and_separate_histories_body(void) {
     const int32_t len[2] = {5, 3};
     lcase_cfg g = cfg_of(2, 4, 32, 32, GDN_F16, 2, len, 70);
     lcase c;
@@ -379,7 +406,9 @@ TEST(layer_fresh_A_log_and_separate_histories) {
 
 /* A checkpoint after p tokens == the pools of a p-token step, whatever the commit; the outputs and the sequence's
  * own slot are those of the call without checkpoints. */
-TEST(layer_checkpoints_are_prefix_steps) {
+static void layer_checkpoints_are_prefix_steps_body(void);
+TEST(layer_checkpoints_are_prefix_steps) { both_maps(layer_checkpoints_are_prefix_steps_body); }
+static void layer_checkpoints_are_prefix_steps_body(void) {
     const int32_t n = 9, afters[3] = {3, 6, 9}, commits[3] = {0, 4, 9};
     for (int s = 0; s < SHAPES; ++s)
         for (int ci = 0; ci < 3; ++ci) {
@@ -473,7 +502,9 @@ static float pairwise16(const float *x) {
 /* The planes leave y and the pools as they are; each plane times its code's masked word is code y exactly, so a
  * matvec with codes of 2, 4 and 8 bits packed into 32-bit words (lowest bits first) over the planes gives the
  * bits of the matvec over y; the sums are the pairwise tree of each 16 columns; a skipped sequence's rows are +0. */
-TEST(layer_planes_feed_a_packed_matvec) {
+static void layer_planes_feed_a_packed_matvec_body(void);
+TEST(layer_planes_feed_a_packed_matvec) { both_maps(layer_planes_feed_a_packed_matvec_body); }
+static void layer_planes_feed_a_packed_matvec_body(void) {
     const int32_t len[3] = {4, 1, 3};
     for (int s = 0; s < SHAPES; ++s) {
         if (shapes[s].Dv % 16 != 0) continue;
@@ -548,6 +579,101 @@ TEST(layer_planes_feed_a_packed_matvec) {
           memcmp(r.state, c.state, c.n_state * 4) == 0, "Dv = 24 with planes: status %d (%s)", (int)st, gdn_last_error());
     lrun_free(&r);
     lcase_free(&c);
+}
+
+/* ---- the head mapping: tiled == grouped on head-permuted inputs ---- */
+
+/* Per row r < n of `row` bytes: dst = src, with the Hv blocks of `block` bytes from byte `first` permuted: tiled head
+ * h's block at grouped head (h % Hk) G + h / Hk (back: the inverse). */
+static void permute_blocks(void *dst, const void *src, int64_t n, size_t row, size_t first, int64_t Hk, int64_t Hv,
+                           size_t block, int back) {
+    const int64_t G = Hv / Hk;
+    for (int64_t r = 0; r < n; ++r) {
+        char *d = (char *)dst + (size_t)r * row;
+        const char *x = (const char *)src + (size_t)r * row;
+        memcpy(d, x, row);
+        for (int64_t h = 0; h < Hv; ++h) {
+            const int64_t g = h % Hk * G + h / Hk, to = back ? h : g, from = back ? g : h;
+            memcpy(d + first + (size_t)to * block, x + first + (size_t)from * block, block);
+        }
+    }
+}
+
+/* The outputs of a grouped run on permuted inputs, back in the tiled order (into `out`, allocated like the run). */
+static void unpermute_run(const lcase *c, const lrun *r, lrun *out) {
+    const lcase_cfg *g = &c->cfg;
+    const size_t ds = c->ds, vch = (size_t)(2 * g->Hk * g->Dk);
+    permute_blocks(out->y, r->y, c->T, (size_t)(g->Hv * g->Dv) * ds, 0, g->Hk, g->Hv, (size_t)g->Dv * ds, 1);
+    permute_blocks(out->state, r->state, c->slots, (size_t)(g->Hv * g->Dk * g->Dv) * 4, 0, g->Hk, g->Hv,
+                   (size_t)(g->Dk * g->Dv) * 4, 1);
+    permute_blocks(out->hist_out, r->hist_out, c->slots, (size_t)c->C * 3 * ds, vch * 3 * ds, g->Hk, g->Hv,
+                   (size_t)g->Dv * 3 * ds, 1);
+}
+
+/* A grouped copy d of the tiled case c: every value-head tensor permuted (v channels of qkv, conv_w, conv_bias and
+ * the history; z, alpha, beta, dt_bias, A, A_log, the state pool), the batch's arrays as c's. */
+static int permuted_case(lcase *d, const lcase *c) {
+    lcase_cfg g = c->cfg;
+    g.head_map = GDN_HEADS_GROUPED;
+    if (!lcase_init(d, &g)) return 0;
+    const int64_t Hk = g.Hk, Hv = g.Hv, Dv = g.Dv;
+    const size_t ds = c->ds, vch = (size_t)(2 * Hk * g.Dk);
+    permute_blocks(d->qkv, c->qkv, c->T, (size_t)c->C * ds, vch * ds, Hk, Hv, (size_t)Dv * ds, 0);
+    permute_blocks(d->z, c->z, c->T, (size_t)(Hv * Dv) * ds, 0, Hk, Hv, (size_t)Dv * ds, 0);
+    permute_blocks(d->alpha, c->alpha, c->T, (size_t)Hv * ds, 0, Hk, Hv, ds, 0);
+    permute_blocks(d->beta, c->beta, c->T, (size_t)Hv * ds, 0, Hk, Hv, ds, 0);
+    permute_blocks(d->conv_w, c->conv_w, 1, (size_t)c->C * 16, vch * 16, Hk, Hv, (size_t)Dv * 16, 0);
+    permute_blocks(d->conv_bias, c->conv_bias, 1, (size_t)c->C * 4, vch * 4, Hk, Hv, (size_t)Dv * 4, 0);
+    permute_blocks(d->dt_bias, c->dt_bias, 1, (size_t)Hv * 4, 0, Hk, Hv, 4, 0);
+    permute_blocks(d->A, c->A, 1, (size_t)Hv * 4, 0, Hk, Hv, 4, 0);
+    permute_blocks(d->A_log, c->A_log, 1, (size_t)Hv * 4, 0, Hk, Hv, 4, 0);
+    memcpy(d->gamma, c->gamma, (size_t)Dv * 4);
+    permute_blocks(d->state, c->state, c->slots, (size_t)(Hv * g.Dk * Dv) * 4, 0, Hk, Hv, (size_t)(g.Dk * Dv) * 4, 0);
+    permute_blocks(d->hist, c->hist, c->slots, (size_t)c->C * 3 * ds, vch * 3 * ds, Hk, Hv, (size_t)Dv * 3 * ds, 0);
+    memcpy(d->cu, c->cu, sizeof c->cu), memcpy(d->slot, c->slot, sizeof c->slot);
+    memcpy(d->commit, c->commit, sizeof c->commit), memcpy(d->fresh, c->fresh, sizeof c->fresh);
+    memcpy(d->ck, c->ck, sizeof c->ck), d->n_ck = c->n_ck;
+    return 1;
+}
+
+/* Every CPU layer kernel: a tiled call (value head h reads q/k head h % Hk, its q/k channels those of that head)
+ * equals a grouped call on the permuted case bit for bit (y, the state pool, the histories), over partial commits,
+ * fresh, verify and skipped sequences and checkpoints; and differs from the grouped call on the same inputs. */
+TEST(layer_tiled_is_grouped_on_permuted_heads) {
+    static const struct { int64_t Hk, Hv, Dk, Dv; } maps[] = {{2, 4, 16, 8}, {2, 6, 64, 32}, {3, 12, 32, 16},
+                                                              {4, 8, 128, 128}, {16, 32, 16, 8}};
+    const int32_t len[5] = {3, 1, 17, 2, 5};
+    int compared = 0;
+    for (int s = 0; s < 5; ++s)
+        for (int dt = 0; dt < 3; ++dt) {
+            lcase_cfg g = cfg_of(maps[s].Hk, maps[s].Hv, maps[s].Dk, maps[s].Dv, (gdn_dtype)dt, 5, len, 120 + s);
+            g.head_map = GDN_HEADS_TILED, g.layout = (gdn_state_layout)(s & 1), g.bias = 1, g.A_log = dt & 1, g.slots = 12;
+            lcase c, d;
+            lrun tiled, grouped, back, plain;
+            if (!lcase_init(&c, &g)) { CHECK(0, "allocation"); return; }
+            c.commit[0] = 2, c.commit[2] = 0, c.slot[3] = -1, c.fresh[1] = 1, c.commit[4] = 3;
+            c.ck[0] = (gdn_layer_checkpoint){2, 9, 8}, c.ck[1] = (gdn_layer_checkpoint){4, 4, 9}, c.n_ck = 2;
+            if (!permuted_case(&d, &c) || !lrun_init(&back, &c, 0) || !lrun_init(&plain, &c, 0)) { CHECK(0, "allocation"); return; }
+            lcase same = c;
+            same.cfg.head_map = GDN_HEADS_GROUPED;
+            CHECK(lcase_run(&same, &plain, "ref", 0) == GDN_OK, "%s", gdn_last_error());
+            for (int k = 0; k < gdn_layer_kernel_count(); ++k) {
+                const char *name = gdn_layer_kernel_name(k);
+                if (strncmp(name, "cuda", 4) == 0) continue;
+                if (!lrun_init(&tiled, &c, 0) || !lrun_init(&grouped, &d, 0)) { CHECK(0, "allocation"); return; }
+                CHECK(lcase_run(&c, &tiled, name, k % 2) == GDN_OK, "%s", gdn_last_error());
+                CHECK(lcase_run(&d, &grouped, name, k % 2) == GDN_OK, "%s", gdn_last_error());
+                unpermute_run(&d, &grouped, &back);
+                CHECK(lrun_equal(&c, &tiled, &back), "%s, shape %d, dtype %d: tiled differs from grouped on permuted heads",
+                      name, s, dt);
+                CHECK(!lrun_equal(&c, &tiled, &plain), "%s, shape %d, dtype %d: tiled equals grouped unpermuted", name, s, dt);
+                lrun_free(&tiled), lrun_free(&grouped);
+                ++compared;
+            }
+            lrun_free(&back), lrun_free(&plain);
+            lcase_free(&c), lcase_free(&d);
+        }
+    printf("     %d runs: tiled == grouped on permuted heads\n", compared);
 }
 
 /* Sizes whose products or sums leave int64 (C = 2 Hk Dk + Hv Dv at Dk = 2^61, Hv Dv = 2^62, ...): GDN_ERR_BAD_SIZE

@@ -118,10 +118,15 @@ TEST(layer_cuda_kernels_equal_cpu) {
         {16, 48, 128, GDN_F32, 64, 4, 3, GDN_STATE_KV},    {16, 32, 128, GDN_BF16, 16, 2, 2, GDN_STATE_VK},
         {16, 32, 128, GDN_BF16, 300, 1, 2, GDN_STATE_VK}};
     const int verbose = getenv("GDN_TEST_VERBOSE") != NULL;
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
+    /* every case grouped, then tiled where Hk < Hv (value head h reads q/k head h % Hk) */
+    for (size_t cm = 0; cm < 2 * (sizeof cases / sizeof cases[0]); ++cm) {
+        const size_t ci = cm % (sizeof cases / sizeof cases[0]);
         const layer_cuda_case *k = &cases[ci];
+        const int tiled = cm >= sizeof cases / sizeof cases[0];
+        if (tiled && k->Hk == k->Hv) continue;
         lcase_cfg g;
         memset(&g, 0, sizeof g);
+        g.head_map = tiled ? GDN_HEADS_TILED : GDN_HEADS_GROUPED;
         g.Hk = k->Hk, g.Hv = k->Hv, g.Dk = k->D, g.Dv = k->D, g.dtype = k->dtype, g.B = k->B, g.layout = k->layout;
         g.seed = 100 + ci, g.bias = (int)(ci & 1), g.A_log = (int)(ci % 3 == 0), g.out_gate = (gdn_out_gate)(ci % 5 == 4);
         g.planes = ci % 2 == 0 && k->D % 16 == 0;
@@ -166,14 +171,15 @@ TEST(layer_cuda_kernels_equal_cpu) {
                 lrun_free(&got);
                 continue;
             }
-            CHECK(s == GDN_OK, "case %zu %s: %s", ci, name ? name : "routed", gdn_last_error());
+            CHECK(s == GDN_OK, "case %zu%s %s: %s", ci, tiled ? " tiled" : "", name ? name : "routed", gdn_last_error());
             const int same = lrun_equal(&c, &want, &got);
-            CHECK(same, "case %zu (Hk %lld Hv %lld D %lld B %d n %d) %s: differs from the CPU", ci, (long long)k->Hk,
-                  (long long)k->Hv, (long long)k->D, k->B, k->n, name ? name : routed);
+            CHECK(same, "case %zu (Hk %lld Hv %lld D %lld B %d n %d%s) %s: differs from the CPU", ci, (long long)k->Hk,
+                  (long long)k->Hv, (long long)k->D, k->B, k->n, tiled ? " tiled" : "", name ? name : routed);
             if (separate)
                 CHECK(memcmp(got.hist_in, c.hist, c.n_hist * c.ds) == 0, "case %zu: hist_in was written", ci);
             if (verbose)
-                printf("  case %zu %s%s: %s\n", ci, name ? name : "routed to ", name ? "" : routed, same ? "equal" : "DIFFERS");
+                printf("  case %zu%s %s%s: %s\n", ci, tiled ? " tiled" : "", name ? name : "routed to ", name ? "" : routed,
+                       same ? "equal" : "DIFFERS");
             lrun_free(&got);
         }
         lrun_free(&want);

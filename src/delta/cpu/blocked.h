@@ -192,7 +192,8 @@ static blk_pass_fn blk_kv_for(int64_t Dk) {
 }
 
 /* Sizes of one call. A work item is (b, `nkh` consecutive key heads from hk0, group of `nb` column blocks) and
- * covers their hu = nkh * G value heads (G = Hv / Hk): a token's q and k rows are converted once for hu * nb
+ * covers their hu = nkh * G value heads (G = Hv / Hk), unit u the member u % G of key head hk0 + u / G (value head
+ * h0 + blk_rel(u): adjacent heads grouped, a stride of Hk tiled): a token's q and k rows are converted once for hu * nb
  * blocks, and per token the item touches few pages (its q, k, v and y rows are contiguous stretches when its
  * blocks cover Dv). The window runs in chunks of `tc` tokens; the next chunk's rows are prefetched meanwhile. */
 typedef struct blk_job {
@@ -203,6 +204,7 @@ typedef struct blk_job {
     int64_t nkh, hu; /* key heads per item; value heads per item (nkh * G) */
     int64_t tc;      /* tokens per chunk */
     int64_t hcols;   /* nb * BLK_COLS: a head's columns in the chunk buffers of v and y */
+    int adjacent;    /* the item's value heads are adjacent (grouped, or G = 1): blk_rel(u) = u */
     int stream;      /* y is large: written around the caches */
     int direct_qk;   /* q and k are read in place (f32): no q, k chunk rows */
     int direct_v;    /* v is read in place (f32, whole blocks): no v chunk rows */
@@ -227,6 +229,13 @@ typedef struct blk_job {
 #define BLK_THREAD_UPDATES 4096.0 /* least state updates (Dk Dv per token and head) per thread */
 
 static int64_t blk_min(int64_t x, int64_t y) { return x < y ? x : y; }
+
+/* The item's first value head (that of its unit 0) for key heads from hk0, and unit u's value head from it (>= 0). */
+static int64_t blk_h0(const gdn__problem *p, int64_t hk0) { return gdn__value_head(hk0, 0, p->a.Hk, p->group, p->tiled); }
+static int64_t blk_rel(const blk_job *job, int64_t u) {
+    const gdn__problem *p = job->p;
+    return job->adjacent ? u : gdn__value_head(u / p->group, u % p->group, p->a.Hk, p->group, p->tiled) - blk_h0(p, 0);
+}
 static int64_t blk_max(int64_t x, int64_t y) { return x > y ? x : y; }
 static size_t blk_round(size_t n) { return (n + 15) / 16 * 16; } /* floats, to 64 bytes */
 
@@ -389,7 +398,7 @@ BLK_INLINE void blk_steps(const blk_job *job, float *ws, const blk_unit *un, int
         const int64_t unit = un[s].hu * job->nb + un[s].lb;
         col[s] = un[s].hu * job->hcols + un[s].lb * BLK_COLS;
         kofs[s] = un[s].hu / G * Dk;
-        vofs[s] = un[s].hu * a->Dv + un[s].lb * BLK_COLS;
+        vofs[s] = blk_rel(job, un[s].hu) * a->Dv + un[s].lb * BLK_COLS;
         S[s] = ws + unit * Dk * BLK_COLS;
         if (carried) {
             kv[s] = kv_carry[unit];
@@ -480,7 +489,7 @@ static blk_steps_fn blk_steps_for(int64_t Dk, int vgate) {
     return vgate ? blk_stepsv_any : blk_steps_any;
 }
 
-/* Blocks x0 .. x1-1 of an item (x = hu * nblk + blk: value head h0 + hu, columns c0 + blk * BLK_COLS) from
+/* Blocks x0 .. x1-1 of an item (x = hu * nblk + blk: value head h0 + blk_rel(hu), columns c0 + blk * BLK_COLS) from
  * state_in into the item's state S, each one prefetched BLK_STATE_AHEAD blocks before it is read (*pfx: blocks
  * prefetched so far). */
 BLK_NOINLINE void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64_t c0, int64_t nblk, float *S, int64_t x0,
@@ -489,9 +498,9 @@ BLK_NOINLINE void blk_blocks_in(const blk_job *job, int64_t b, int64_t h0, int64
     const int64_t total = (job->hu) * nblk, Dk = a->Dk;
     for (int64_t x = x0; x < x1; ++x) {
         for (; a->state_in && *pfx < blk_min(x + BLK_STATE_AHEAD + 1, total); ++*pfx)
-            blk_state_prefetch(a, b, h0 + *pfx / nblk, c0 + *pfx % nblk * BLK_COLS);
+            blk_state_prefetch(a, b, h0 + blk_rel(job, *pfx / nblk), c0 + *pfx % nblk * BLK_COLS);
         const int64_t hu = x / nblk, blk = x % nblk;
-        blk_state_in(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
+        blk_state_in(a, b, h0 + blk_rel(job, hu), c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * Dk * BLK_COLS);
     }
 }
 
@@ -501,19 +510,19 @@ BLK_NOINLINE void blk_blocks_out(const blk_job *job, int64_t b, int64_t h0, int6
     const gdn_delta_args *a = &job->p->a;
     for (int64_t x = x0; x < x1 && a->state_out; ++x) {
         const int64_t hu = x / nblk, blk = x % nblk;
-        blk_state_out(a, b, h0 + hu, c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * a->Dk * BLK_COLS);
+        blk_state_out(a, b, h0 + blk_rel(job, hu), c0 + blk * BLK_COLS, S + (hu * job->nb + blk) * a->Dk * BLK_COLS);
     }
 }
 
-/* One work item: (b, key heads hk0 .. hk0+nkh-1, a group of column blocks) for their value heads h0 ..
- * h0+hu-1, over the whole window. */
+/* One work item: (b, key heads hk0 .. hk0+nkh-1, a group of column blocks) for their value heads h0 + blk_rel(u),
+ * u < hu, over the whole window. */
 static void blk_item(void *ctx, int64_t item, int worker) {
     const blk_job *job = ctx;
     const gdn__problem *p = job->p;
     const gdn_delta_args *a = &p->a;
     const int64_t G = p->group, H = job->hu, nkh = job->nkh, grp = item % job->groups, bk = item / job->groups;
     const int64_t b = bk / (a->Hk / nkh), hk0 = bk % (a->Hk / nkh) * nkh;
-    const int64_t Dk = a->Dk, Dv = a->Dv, T = a->T, h0 = hk0 * G, hcols = job->hcols, vstride = H * hcols;
+    const int64_t Dk = a->Dk, Dv = a->Dv, T = a->T, h0 = blk_h0(p, hk0), hcols = job->hcols, vstride = H * hcols;
     const int64_t blk0 = grp * job->nb, nblk = blk_min(job->nb, job->blocks - blk0);
     const int64_t c0 = blk0 * BLK_COLS, gcols = blk_min(nblk * BLK_COLS, Dv - c0);
     const int vgate = a->gate_kind == GDN_GATE_VECTOR;
@@ -534,12 +543,12 @@ static void blk_item(void *ctx, int64_t item, int worker) {
         const int64_t v0 = ((b * T * a->Hv + h0) * Dv + c0) * ds;
         blk_pf_segment(&pf, (const char *)a->q + qk0, a->Hk * Dk * ds, nkh * Dk * ds);
         blk_pf_segment(&pf, (const char *)a->k + qk0, a->Hk * Dk * ds, nkh * Dk * ds);
-        if (gcols == Dv)
+        if (gcols == Dv && job->adjacent)
             blk_pf_segment(&pf, (const char *)a->v + v0, a->Hv * Dv * ds, H * Dv * ds);
         else
             for (int64_t hu = 0; hu < H && pf.nseg < 7; ++hu)
-                blk_pf_segment(&pf, (const char *)a->v + v0 + hu * Dv * ds, a->Hv * Dv * ds, gcols * ds);
-        if (vgate)
+                blk_pf_segment(&pf, (const char *)a->v + v0 + blk_rel(job, hu) * Dv * ds, a->Hv * Dv * ds, gcols * ds);
+        if (vgate && job->adjacent)
             blk_pf_segment(&pf, (const char *)(a->gate + (b * T * a->Hv + h0) * Dk), a->Hv * Dk * 4, H * Dk * 4);
     }
 
@@ -559,7 +568,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
             if (!gdn__token_live(a, b, t)) {
                 for (int64_t hu = 0; hu < H; ++hu)
                     for (int64_t j = 0; j < gcols; ++j)
-                        gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h0 + hu) * Dv + c0 + j, 0.0f);
+                        gdn__store(a->y, a->dtype, ((b * T + t) * a->Hv + h0 + blk_rel(job, hu)) * Dv + c0 + j, 0.0f);
                 continue;
             }
             const int64_t qk_row = ((b * T + t) * a->Hk + hk0) * Dk;
@@ -573,7 +582,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
                 rows.k[n] = kc + n * nkh * Dk;
             }
             for (int64_t hu = 0; hu < H; ++hu) {
-                const int64_t h = h0 + hu;
+                const int64_t h = h0 + blk_rel(job, hu);
                 float *vr = vc + n * vstride + hu * hcols;
                 if (!job->direct_v) {
                     blk_load_row(vr, a->v, a->dtype, ((b * T + t) * a->Hv + h) * Dv + c0, gcols);
@@ -609,7 +618,7 @@ static void blk_item(void *ctx, int64_t item, int worker) {
                 rows.k[n] = kc + n * nkh * Dk;
             }
             for (int64_t hu = 0; hu < H && vgate; ++hu) {
-                const float *gv = a->gate + ((b * T + tn) * a->Hv + h0 + hu) * Dk, *k = rows.k[n] + hu / G * Dk;
+                const float *gv = a->gate + ((b * T + tn) * a->Hv + h0 + blk_rel(job, hu)) * Dk, *k = rows.k[n] + hu / G * Dk;
                 float *gkr = gkc + (n * H + hu) * Dk;
                 for (int64_t i = 0; i < Dk; ++i) gkr[i] = gv[i] * k[i];
             }
@@ -632,11 +641,11 @@ static void blk_item(void *ctx, int64_t item, int worker) {
         /* the chunk's y rows out, rounded to the dtype */
         for (int64_t u = 0; u < n && !job->direct_y; ++u) {
             const int64_t y_row = ((b * T + live[u]) * a->Hv + h0) * Dv + c0;
-            if (gcols == hcols && gcols == Dv) /* the item's heads are one stretch of y and of the chunk row */
+            if (gcols == hcols && gcols == Dv && job->adjacent) /* the item's heads: one stretch of y and of the row */
                 blk_store_row(a->y, a->dtype, y_row, yc + u * vstride, H * Dv, job->stream);
             else
                 for (int64_t hu = 0; hu < H; ++hu)
-                    blk_store_row(a->y, a->dtype, y_row + hu * Dv, yc + u * vstride + hu * hcols, gcols, job->stream);
+                    blk_store_row(a->y, a->dtype, y_row + blk_rel(job, hu) * Dv, yc + u * vstride + hu * hcols, gcols, job->stream);
         }
     }
     if (job->stream) blk_stream_fence();
@@ -674,6 +683,7 @@ static int64_t blk_plan(const gdn__problem *p, blk_job *job_out, int *threads_ou
     if (want > 1) job.nb = blk_max(1, blk_min(job.nb, (job.blocks + want - 1) / want));
     job.groups = (job.blocks + job.nb - 1) / job.nb;
     job.hcols = job.nb * BLK_COLS;
+    job.adjacent = !p->tiled || G == 1;
     job.stream = (double)a->B * (double)a->T * (double)a->Hv * (double)a->Dv * (double)p->dtype_size >= BLK_STREAM_BYTES;
     job.direct_qk = a->dtype == GDN_F32;
     job.direct_v = a->dtype == GDN_F32 && a->Dv % BLK_COLS == 0;

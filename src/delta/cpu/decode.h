@@ -77,8 +77,9 @@ typedef struct dec_rows {
 } dec_rows;
 
 /* The token rows of (b, h). */
-static void dec_token_rows(const gdn_delta_args *a, int64_t group, int64_t b, int64_t h, dec_rows *tok) {
-    const int64_t hk = h / group;
+static void dec_token_rows(const gdn__problem *p, int64_t b, int64_t h, dec_rows *tok) {
+    const gdn_delta_args *a = &p->a;
+    const int64_t hk = gdn__key_head(h, a->Hk, p->group, p->tiled);
     for (int64_t t = 0; t < a->T; ++t) {
         dec_rows *tk = &tok[t];
         tk->live = gdn__token_live(a, b, t);
@@ -129,7 +130,7 @@ static void dec_item(void *ctx, int64_t item, int worker) {
     _Alignas(DEC_ALIGN) dec_token tok[DEC_TMAX];
     dec_rows rows[DEC_TMAX];
     /* the tokens' rows, transposed */
-    dec_token_rows(a, p->group, b, h, rows);
+    dec_token_rows(p, b, h, rows);
     for (int64_t t = 0; t < T; ++t) {
         dec_token *tk = &tok[t];
         const dec_rows *r = &rows[t];
@@ -340,7 +341,7 @@ static void kv_item(void *ctx, int64_t item, int worker) {
         const int64_t bh = x / job->blocks, b = bh / a->Hv, h = bh % a->Hv, j0 = x % job->blocks * KV_W;
         const int nc = Dv - j0 < KV_W ? (int)(Dv - j0) : KV_W;
         const int64_t off = bh * head + j0;
-        if (j0 == 0) dec_token_rows(a, p->group, b, h, tok);
+        if (j0 == 0) dec_token_rows(p, b, h, tok);
         /* the block's rows: src (state_in, the zero row, or the padded copy) and the final state's dst */
         const float *src = a->state_in ? a->state_in + off : zero_row;
         int64_t ss = a->state_in ? Dv : 0, ds = a->state_out ? Dv : KV_W;

@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(PREP_THREADS) gdn_chunk_prep(gdn_dev_args a, c
     const int b = seq_of(sq, c);
     const int64_t tc = sq.t0[b] + (int64_t)(c - sq.chunk0[b]) * CH;
     const int n = min(CH, (int)(sq.t0[b] + sq.len[b] - tc));
-    const int64_t hk = h / a.group;
+    const int64_t hk = gdn__key_head(h, a.Hk, a.group, a.tiled);
     load_rows<PREP_THREADS>(ks, a.k, a.Hk, hk, tc, n, tid);
     load_rows<PREP_THREADS>(qs, a.q, a.Hk, hk, tc, n, tid);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -502,7 +502,7 @@ struct scan_lean {
  * first needed after U. */
 enum { LD_QV = 1, LD_A = 2, LD_KG = 4, LD_P = 8, LD_ALL = 15 };
 
-/* Issues the loads of parts of one chunk's inputs (tokens tc .., n live) into a stage; hk = h / group. Thread tid
+/* Issues the loads of parts of one chunk's inputs (tokens tc .., n live) into a stage; hk: h's key head. Thread tid
  * copies fixed pieces: its rows of q and k (load_rows), pieces tid, tid + THREADS, .. of v's rows (4 a row), of
  * each workspace plane's (8 a row) and of the gates. */
 template <int THREADS>
@@ -663,7 +663,7 @@ __global__ void __launch_bounds__(NW * 32, 16 / NW) gdn_chunk_scan(gdn_dev_args 
     const int key0 = 32 * (w & 3), c0 = 16 * ((w >> 2) & 1);
     const int64_t len = sq.len[b], t0 = sq.t0[b], slot = sq.slot[b];
     const int chunks = sq.chunk0[b + 1] - sq.chunk0[b];
-    const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = h / a.group;
+    const int64_t state = (slot * a.Hv + h) * a.Dk * a.Dv, hk = gdn__key_head(h, a.Hk, a.group, a.tiled);
     auto state_at = [&](int tile, int e) { /* the state entry of a state warp's element e of a tile */
         const int64_t i = key0 + 16 * (tile >> 1) + g + (e >> 1) * 8;
         const int64_t j = NS * s + c0 + 8 * (tile & 1) + 2 * t + (e & 1);

@@ -74,7 +74,7 @@ struct gdn_dec_slots {
     int32_t slot[SL ? GDN_DEC_SLOTS : 1];
 };
 
-/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h / group; sbh = (its state entry) Hv + h;
+/* An item's coordinates: it = (b Hv + h) (Dv / 32) + j0 / 32; hk = h's key head; sbh = (its state entry) Hv + h;
  * skip: its slot (on the device) is out of range: y = 0, no state written. 32-bit divisions: the launcher keeps every
  * item index below 2^31. */
 struct gdn_dec_item {
@@ -92,7 +92,7 @@ __device__ __forceinline__ gdn_dec_item gdn_dec_item_of(const gdn_dev_args &a, c
     gdn_dec_item I;
     I.skip = false;
     I.sbh = SL ? (int64_t)sl.slot[b] * Hv + h : waited ? gdn_state_entry(a, b, &I.skip) * Hv + h : (int64_t)bh;
-    I.b = b; I.h = h; I.hk = h / (unsigned)a.group; I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
+    I.b = b; I.h = h; I.hk = gdn__key_head32(h, (unsigned)a.Hk, (unsigned)a.group, a.tiled); I.j0 = (int64_t)(u - bh * col_items) * GDN_DEC_COLS;
     return I;
 }
 

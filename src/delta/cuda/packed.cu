@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_packed_kernel(gdn_dev_arg
     const int r = lane / N, slot = lane % N;
     const int64_t col_blocks = (a.Dv + CB - 1) / CB;
     const int64_t bh = blockIdx.x / col_blocks, j0 = (blockIdx.x % col_blocks) * CB;
-    const int64_t b = bh / a.Hv, h = bh % a.Hv, hk = h / a.group;
+    const int64_t b = bh / a.Hv, h = bh % a.Hv, hk = gdn__key_head(h, a.Hk, a.group, a.tiled);
     const int cbe = a.Dv - j0 < CB ? (int)(a.Dv - j0) : CB;
     const int jl = warp * CW + slot * P; /* the lane's first column, relative to j0 */
     const int64_t sbase = bh * DK * a.Dv;

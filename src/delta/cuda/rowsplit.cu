@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(W * 32, 1) gdn_delta_rowsplit_kernel(gdn_dev_a
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = warp * R;
     const int64_t col_blocks = a.Dv / 32;
     const int64_t bh = blockIdx.x / col_blocks, j0 = (blockIdx.x % col_blocks) * 32, j = j0 + lane;
-    const int64_t b = bh / a.Hv, h = bh % a.Hv, hk = h / a.group;
+    const int64_t b = bh / a.Hv, h = bh % a.Hv, hk = gdn__key_head(h, a.Hk, a.group, a.tiled);
     const int64_t sbase = bh * DK * a.Dv;
     const bool vk = a.layout == GDN_STATE_VK;
     const int ds = a.dtype == GDN_F32 ? 4 : 2;

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(GDN_WARP_BLOCK, NCOL > 1 && CM <= 4 ? 5 : 1) g
     /* grid: x = b * Hv + h, y = blocks of 4 column groups (32-bit index math) */
     const int lane = threadIdx.x & 31;
     const unsigned bh32 = blockIdx.x, b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
-    const int64_t bh = bh32, b = b32, h = h32, hk = h32 / (unsigned)a.group;
+    const int64_t bh = bh32, b = b32, h = h32, hk = gdn__key_head32(h32, (unsigned)a.Hk, (unsigned)a.group, a.tiled);
     const int64_t j0 = ((int64_t)blockIdx.y * (GDN_WARP_BLOCK / 32) + threadIdx.x / 32) * NCOL;
     if (j0 >= a.Dv) return; /* whole warps only */
     const int c = EXACT ? CM : a.dk_lane;

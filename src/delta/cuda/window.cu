@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(GDN_WIN_WARPS * 32, VEC ? 1 : 2) gdn_delta_win
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, T = (int)a.T;
     const unsigned col_blocks = (unsigned)(a.Dv / GDN_WIN_COLS), bh32 = blockIdx.x / col_blocks;
     const unsigned b32 = bh32 / (unsigned)a.Hv, h32 = bh32 - b32 * (unsigned)a.Hv;
-    const int64_t b = b32, h = h32, hk = h32 / (unsigned)a.group;
+    const int64_t b = b32, h = h32, hk = gdn__key_head32(h32, (unsigned)a.Hk, (unsigned)a.group, a.tiled);
     const int64_t j0 = (int64_t)(blockIdx.x - bh32 * col_blocks) * GDN_WIN_COLS, jw = j0 + NC * warp;
     const int col = gdn_tree_col<NC>(lane); /* the column (of the warp's 4) whose trees this lane ends with */
 

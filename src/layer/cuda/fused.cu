@@ -1,7 +1,8 @@
 /* cuda_fused: the layer step for short windows (n <= 8) in one kernel, on the contract's arithmetic,
  * spread over a thread-block cluster per (sequence, key head hk). D = Dk = Dv = 128.
  *
- * The cluster: the `group` = Hv / Hk value heads h = hk group + g of the key head, each split into S column
+ * The cluster: the `group` = Hv / Hk value heads h of the key head (gdn__value_head: hk group + g grouped, g Hk + hk
+ * tiled; g = 0 .. group - 1), each split into S column
  * blocks (S = 8 / group rounded down to a power of two, CS = group S <= 8 blocks). Block (g, r) holds the state
  * columns c0 = r D / S .. c0 + D / S - 1 of head h, 4 per warp (NCOL = 4), lane l the keys 4 l .. 4 l + 3, in
  * registers for the whole window. The state's loads are issued first, then:
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
     __shared__ float gs[FUSED_MAX_LEN], bs[FUSED_MAX_LEN], part[FUSED_MAX_LEN];
     cg::cluster_group cluster = cg::this_cluster();
     const int CS = d.group * S, rho = (int)(blockIdx.x % CS), hk = (int)(blockIdx.x / CS), gi = rho / S, r = rho % S;
-    const int h = hk * d.group + gi, c0 = r * COLS, U = (2 + d.group) * D;
+    const int h = (int)gdn__value_head(hk, gi, d.Hk, d.group, d.tiled), c0 = r * COLS, U = (2 + d.group) * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, b = blockIdx.y;
     const int slot = sq.slot[b], n = sq.start[b + 1] - sq.start[b], commit = sq.commit[b];
     const bool fresh = sq.fresh[b], vk = d.layout == GDN_STATE_VK;
@@ -95,10 +96,12 @@ __global__ void __launch_bounds__(FUSED_D / S * 8) gdn_layer_fused_kernel(gdn_la
         }
     }
 
-    /* 1. the prologue: cluster channel u (q: u < D, k: u < 2 D, v of value head g: 2 D + g D ..) is channel
-     * ch(u) of the input; this block takes u = rho, rho + CS, .. for every token */
+    /* 1. the prologue: cluster channel u (q: u < D, k: u < 2 D, v of the cluster's value head g: 2 D + g D ..) is
+     * channel ch(u) of the input; this block takes u = rho, rho + CS, .. for every token */
     auto channel = [&](int u) -> int64_t {
-        return u < 2 * D ? (int64_t)((u / D) * d.Hk + hk) * D + u % D : 2 * (int64_t)d.Hk * D + (int64_t)hk * d.group * D + (u - 2 * D);
+        if (u < 2 * D) return (int64_t)((u / D) * d.Hk + hk) * D + u % D;
+        const int64_t hv = gdn__value_head(hk, (u - 2 * D) / D, d.Hk, d.group, d.tiled);
+        return 2 * (int64_t)d.Hk * D + hv * D + u % D;
     };
     const int mine = (U - rho + CS - 1) / CS; /* channels of this block */
     if (warp == 0 && lane < n) { /* the decays: warp 0, a token a lane */

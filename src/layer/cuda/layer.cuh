@@ -12,6 +12,7 @@
 
 struct gdn_layer_dev {
     int Hk, Hv, Dk, Dv, group, out_gate, layout;
+    int tiled;         /* the head map (gdn__key_head, gdn__value_head) */
     int64_t C;
     float eps_l2, eps_rms, scale;
     const void *qkv, *z, *alpha, *beta;
@@ -37,7 +38,7 @@ struct gdn_layer_seqs {
 static inline gdn_layer_dev gdn_layer_dev_of(const gdn__layer_problem *p) {
     const gdn_layer_args *a = &p->a;
     gdn_layer_dev d;
-    d.Hk = (int)a->Hk, d.Hv = (int)a->Hv, d.Dk = (int)a->Dk, d.Dv = (int)a->Dv, d.group = (int)p->group;
+    d.Hk = (int)a->Hk, d.Hv = (int)a->Hv, d.Dk = (int)a->Dk, d.Dv = (int)a->Dv, d.group = (int)p->group, d.tiled = p->tiled;
     d.out_gate = (int)a->out_gate, d.layout = (int)a->state_layout, d.C = p->C;
     d.eps_l2 = p->eps_l2, d.eps_rms = p->eps_rms, d.scale = p->scale;
     d.qkv = a->qkv, d.z = a->z, d.alpha = a->alpha, d.beta = a->beta, d.y = a->y;
